@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Per-file write, read and sync accounting for one process (mysqld).
+ *
+ * Syscalls: BTF raw tracepoints sys_enter/sys_exit (no tracefs needed). At
+ * entry the fd is turned into the file it names *now* (dev, inode); at exit
+ * the returned byte count is added to that file.
+ * libaio: at io_submit exit, each accepted iocb is added with its submitted
+ * size; the first rejected one counts as an error.
+ * io_uring: at io_uring_complete the request still holds its struct file,
+ * opcode and result, so no submit-side table is needed and nothing can leak.
+ *
+ * Aggregates go to one of two hash maps behind a one-slot ARRAY_OF_MAPS.
+ * Userspace swaps the slot each interval; the kernel's update of a map-in-map
+ * waits for an RCU grace period, so no program still writes the old map when
+ * userspace drains it: no update is lost between read and reset.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "mysqlio.h"
+
+/* Syscall numbers; the tracepoints give raw numbers, not names. */
+#if defined(__TARGET_ARCH_x86)
+#define NR_read 0
+#define NR_write 1
+#define NR_pread64 17
+#define NR_pwrite64 18
+#define NR_readv 19
+#define NR_writev 20
+#define NR_fsync 74
+#define NR_fdatasync 75
+#define NR_io_submit 209
+#define NR_sync_file_range 277
+#define NR_preadv 295
+#define NR_pwritev 296
+#define NR_preadv2 327
+#define NR_pwritev2 328
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define NR_io_submit 2
+#define NR_read 63
+#define NR_write 64
+#define NR_readv 65
+#define NR_writev 66
+#define NR_pread64 67
+#define NR_pwrite64 68
+#define NR_preadv 69
+#define NR_pwritev 70
+#define NR_fsync 82
+#define NR_fdatasync 83
+#define NR_sync_file_range 84
+#define NR_preadv2 286
+#define NR_pwritev2 287
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#else
+#error "mysqlio supports x86_64 and arm64"
+#endif
+
+#define S_IFMT 00170000
+#define S_IFREG 0100000
+#define S_IFBLK 0060000
+
+/* uapi values, stable across kernels */
+#define IOCB_CMD_PREAD 0
+#define IOCB_CMD_PWRITE 1
+#define IOCB_CMD_FSYNC 2
+#define IOCB_CMD_FDSYNC 3
+#define IOCB_CMD_PREADV 7
+#define IOCB_CMD_PWRITEV 8
+#define IORING_OP_READV 1
+#define IORING_OP_WRITEV 2
+#define IORING_OP_FSYNC 3
+#define IORING_OP_READ_FIXED 4
+#define IORING_OP_WRITE_FIXED 5
+#define IORING_OP_SYNC_FILE_RANGE 8
+#define IORING_OP_READ 22
+#define IORING_OP_WRITE 23
+#define IORING_FSYNC_DATASYNC 1
+
+const volatile __u32 targ_tgid = 0; /* 0 = every process */
+
+struct drop_counters drops = {};
+
+/* What sys_enter learnt, kept until sys_exit of the same thread. */
+struct inflight {
+	struct file *file; /* syscalls: the file the fd named at entry */
+	__u64 iocbpp;      /* io_submit: user pointer to the iocb pointer array */
+	__u32 nr;          /* io_submit: number of iocbs asked */
+	__u8 op;
+	__u8 is_aio;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct inflight);
+} inflight SEC(".maps");
+
+struct stats_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_FILE_OPS);
+	__type(key, struct file_op_key);
+	__type(value, struct file_op_stats);
+} stats_a SEC(".maps"), stats_b SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct stats_map);
+} stats_slot SEC(".maps") = {
+	.values = { &stats_a },
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_NAMES);
+	__type(key, struct file_id);
+	__type(value, struct file_name);
+} names SEC(".maps");
+
+/* file_name is larger than the BPF stack allows */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct file_name);
+} name_scratch SEC(".maps");
+
+static __always_inline bool is_target(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return !targ_tgid || tgid == targ_tgid;
+}
+
+/* The struct file an fd of the current task names, or NULL. */
+static struct file *fd_to_file(__u32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *file = NULL;
+
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	fds = BPF_CORE_READ(fdt, fd);
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
+/* Only regular files and block devices are accounted. */
+static __always_inline bool file_is_storage(struct file *file)
+{
+	__u32 mode;
+
+	if (!file)
+		return false;
+	mode = BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+	return mode == S_IFREG || mode == S_IFBLK;
+}
+
+/* Remember the path of a file userspace may never see open (it can be
+ * closed before the next /proc read): walk dentries up, across mounts. */
+static __noinline void remember_name(struct file *file, struct file_id *id)
+{
+	__u32 zero = 0;
+	struct file_name *name;
+	struct dentry *dentry, *parent, *mnt_root;
+	struct vfsmount *vfsmnt;
+	struct mount *mnt, *mnt_parent;
+	const unsigned char *str;
+	int i;
+
+	if (bpf_map_lookup_elem(&names, id))
+		return;
+	name = bpf_map_lookup_elem(&name_scratch, &zero);
+	if (!name)
+		return;
+	name->depth = 0;
+	name->complete = 0;
+	name->nlink = BPF_CORE_READ(file, f_inode, i_nlink);
+	name->mode = BPF_CORE_READ(file, f_inode, i_mode);
+	dentry = BPF_CORE_READ(file, f_path.dentry);
+	vfsmnt = BPF_CORE_READ(file, f_path.mnt);
+	/* struct mount embeds the vfsmount; its offset is relocated (CO-RE) */
+	mnt = (void *)vfsmnt - bpf_core_field_offset(struct mount, mnt);
+
+	for (i = 0; i < PATH_DEPTH + 4; i++) {
+		mnt_root = BPF_CORE_READ(mnt, mnt.mnt_root);
+		if (dentry == mnt_root) {
+			mnt_parent = BPF_CORE_READ(mnt, mnt_parent);
+			if (mnt_parent == mnt) {
+				name->complete = 1;
+				break;
+			}
+			/* continue from the mount point in the parent mount */
+			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = mnt_parent;
+			continue;
+		}
+		parent = BPF_CORE_READ(dentry, d_parent);
+		if (parent == dentry) {
+			name->complete = 1;
+			break;
+		}
+		if (name->depth >= PATH_DEPTH)
+			break;
+		str = BPF_CORE_READ(dentry, d_name.name);
+		bpf_probe_read_kernel_str(name->comps[name->depth & (PATH_DEPTH - 1)],
+					  NAME_LEN, str);
+		name->depth++;
+		dentry = parent;
+	}
+	bpf_map_update_elem(&names, id, name, BPF_NOEXIST);
+}
+
+/* Add one request's outcome to its file's row in the active stats map. */
+static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
+{
+	struct file_op_key key = {};
+	struct file_op_stats *stats, fresh = {};
+	struct file_id id = {};
+	__u32 zero = 0;
+	void *active;
+
+	if (!file)
+		return;
+	active = bpf_map_lookup_elem(&stats_slot, &zero);
+	if (!active)
+		return;
+	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
+	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	key.op = op;
+	key.api = api;
+
+	stats = bpf_map_lookup_elem(active, &key);
+	if (!stats) {
+		/* -EEXIST here only means another CPU created the row first */
+		bpf_map_update_elem(active, &key, &fresh, BPF_NOEXIST);
+		stats = bpf_map_lookup_elem(active, &key);
+		if (!stats) {
+			__sync_fetch_and_add(&drops.stats_full, 1);
+			return;
+		}
+		id.ino = key.ino;
+		id.dev = key.dev;
+		remember_name(file, &id);
+	}
+	if (ret < 0) {
+		__sync_fetch_and_add(&stats->errors, 1);
+		return;
+	}
+	__sync_fetch_and_add(&stats->ops, 1);
+	if (op == MIO_WRITE || op == MIO_READ)
+		__sync_fetch_and_add(&stats->bytes, ret);
+}
+
+static __always_inline int syscall_op(long nr)
+{
+	switch (nr) {
+	case NR_write:
+	case NR_pwrite64:
+	case NR_writev:
+	case NR_pwritev:
+	case NR_pwritev2:
+		return MIO_WRITE;
+	case NR_read:
+	case NR_pread64:
+	case NR_readv:
+	case NR_preadv:
+	case NR_preadv2:
+		return MIO_READ;
+	case NR_fsync:
+		return MIO_FSYNC;
+	case NR_fdatasync:
+		return MIO_FDATASYNC;
+	case NR_sync_file_range:
+		return MIO_SYNC_FILE_RANGE;
+	}
+	return -1;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
+{
+	struct inflight call = {};
+	__u32 tid;
+	int op;
+
+	if (!is_target())
+		return 0;
+	if (nr == NR_io_submit) {
+		call.is_aio = 1;
+		call.nr = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		call.iocbpp = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	} else {
+		op = syscall_op(nr);
+		if (op < 0)
+			return 0;
+		call.file = fd_to_file(PT_REGS_PARM1_CORE_SYSCALL(regs));
+		if (!file_is_storage(call.file))
+			return 0;
+		call.op = op;
+	}
+	tid = (__u32)bpf_get_current_pid_tgid();
+	if (bpf_map_update_elem(&inflight, &tid, &call, BPF_ANY))
+		__sync_fetch_and_add(&drops.inflight_full, 1);
+	return 0;
+}
+
+/* Bytes an IOCB_CMD_PWRITEV/PREADV asks for: the sum of its iovecs. */
+static __always_inline __s64 iovec_bytes(__u64 iov_ptr, __u64 count)
+{
+	struct iovec iov;
+	__s64 total = 0;
+	int i;
+
+	if (count > MAX_IOVECS) {
+		__sync_fetch_and_add(&drops.iocbs_truncated, 1);
+		count = MAX_IOVECS;
+	}
+	for (i = 0; i < MAX_IOVECS; i++) {
+		if (i >= count)
+			break;
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(iov_ptr + i * sizeof(iov)))) {
+			__sync_fetch_and_add(&drops.read_faults, 1);
+			break;
+		}
+		total += iov.iov_len;
+	}
+	return total;
+}
+
+/* Account iocb i of an io_submit call; accepted says whether the kernel
+ * took it (its submitted size counts) or rejected it (an error). */
+static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted)
+{
+	struct iocb *user_iocb = NULL;
+	struct iocb cb;
+	struct file *file;
+	__s64 bytes = 0;
+	__u8 op;
+
+	if (bpf_probe_read_user(&user_iocb, sizeof(user_iocb), (void *)(iocbpp + i * 8)) ||
+	    bpf_probe_read_user(&cb, sizeof(cb), user_iocb)) {
+		__sync_fetch_and_add(&drops.read_faults, 1);
+		return;
+	}
+	switch (cb.aio_lio_opcode) {
+	case IOCB_CMD_PWRITE:
+		op = MIO_WRITE;
+		bytes = cb.aio_nbytes;
+		break;
+	case IOCB_CMD_PREAD:
+		op = MIO_READ;
+		bytes = cb.aio_nbytes;
+		break;
+	case IOCB_CMD_PWRITEV:
+		op = MIO_WRITE;
+		bytes = accepted ? iovec_bytes(cb.aio_buf, cb.aio_nbytes) : 0;
+		break;
+	case IOCB_CMD_PREADV:
+		op = MIO_READ;
+		bytes = accepted ? iovec_bytes(cb.aio_buf, cb.aio_nbytes) : 0;
+		break;
+	case IOCB_CMD_FSYNC:
+		op = MIO_FSYNC;
+		break;
+	case IOCB_CMD_FDSYNC:
+		op = MIO_FDATASYNC;
+		break;
+	default:
+		return;
+	}
+	file = fd_to_file(cb.aio_fildes);
+	if (!file_is_storage(file))
+		return;
+	account(file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
+}
+
+static __always_inline void account_io_submit(struct inflight *call, long ret)
+{
+	__u32 accepted = ret > 0 ? ret : 0;
+	__u32 i;
+
+	for (i = 0; i < MAX_IOCBS; i++) {
+		if (i >= call->nr)
+			return;
+		if (i < accepted) {
+			account_iocb(call->iocbpp, i, true);
+			continue;
+		}
+		/* io_submit stops at the first iocb it rejects */
+		account_iocb(call->iocbpp, i, false);
+		return;
+	}
+	if (call->nr > MAX_IOCBS && accepted > MAX_IOCBS)
+		__sync_fetch_and_add(&drops.iocbs_truncated, accepted - MAX_IOCBS);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
+{
+	struct inflight *call;
+	long nr;
+	__u32 tid;
+
+	if (!is_target())
+		return 0;
+	/* cheap syscall-number test first: most syscalls are not ours */
+	nr = SYSCALL_NR(regs);
+	if (nr != NR_io_submit && syscall_op(nr) < 0)
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	call = bpf_map_lookup_elem(&inflight, &tid);
+	if (!call)
+		return 0;
+	if (call->is_aio)
+		account_io_submit(call, ret);
+	else
+		account(call->file, call->op, MIO_API_SYSCALL, ret);
+	bpf_map_delete_elem(&inflight, &tid);
+	return 0;
+}
+
+static __always_inline bool uring_req_is_target(struct io_kiocb *req)
+{
+	struct task_struct *task;
+
+	if (is_target())
+		return true;
+	/* completions can run in another task (e.g. an io-wq worker of a
+	 * different process is impossible, but kernel threads are not) */
+	if (!bpf_core_field_exists(req->tctx))
+		return false;
+	task = BPF_CORE_READ(req, tctx, task);
+	return task && BPF_CORE_READ(task, tgid) == targ_tgid;
+}
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
+{
+	struct file *file;
+	__s32 res;
+	__u8 op;
+
+	if (!req || !uring_req_is_target(req))
+		return 0;
+	switch (BPF_CORE_READ(req, opcode)) {
+	case IORING_OP_WRITE:
+	case IORING_OP_WRITEV:
+	case IORING_OP_WRITE_FIXED:
+		op = MIO_WRITE;
+		break;
+	case IORING_OP_READ:
+	case IORING_OP_READV:
+	case IORING_OP_READ_FIXED:
+		op = MIO_READ;
+		break;
+	case IORING_OP_FSYNC:
+		/* the request's command area holds struct io_sync */
+		op = BPF_CORE_READ((struct io_sync *)req, flags) & IORING_FSYNC_DATASYNC
+			     ? MIO_FDATASYNC
+			     : MIO_FSYNC;
+		break;
+	case IORING_OP_SYNC_FILE_RANGE:
+		op = MIO_SYNC_FILE_RANGE;
+		break;
+	default:
+		return 0;
+	}
+	res = BPF_CORE_READ(req, cqe.res);
+	file = BPF_CORE_READ(req, file);
+	if (!file) {
+		__sync_fetch_and_add(&drops.uring_no_file, 1);
+		return 0;
+	}
+	if (!file_is_storage(file))
+		return 0;
+	account(file, op, MIO_API_IO_URING, res);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

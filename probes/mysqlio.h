@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Types shared by mysqlio.bpf.c and the Python loader (tracer/bpf_types.py
+ * mirrors them with ctypes; the loader checks the sizes against the object). */
+#ifndef __MYSQLIO_H
+#define __MYSQLIO_H
+
+#define MAX_FILE_OPS 16384 /* (file, op, api) rows per interval */
+#define MAX_NAMES 16384    /* files whose dentry path is remembered */
+#define MAX_INFLIGHT 16384 /* threads inside a traced syscall at once */
+#define MAX_IOCBS 64       /* iocbs walked per io_submit */
+#define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
+#define PATH_DEPTH 8       /* path components kept per file */
+#define NAME_LEN 48        /* bytes kept per path component */
+
+enum mio_op {
+	MIO_WRITE = 0,
+	MIO_READ = 1,
+	MIO_FSYNC = 2,
+	MIO_FDATASYNC = 3,
+	MIO_SYNC_FILE_RANGE = 4,
+};
+
+enum mio_api {
+	MIO_API_SYSCALL = 0,
+	MIO_API_LIBAIO = 1,
+	MIO_API_IO_URING = 2,
+};
+
+/* One row of the per-interval aggregate. dev is the kernel's dev_t
+ * (major << 20 | minor), not the userspace st_dev encoding. */
+struct file_op_key {
+	__u64 ino;
+	__u32 dev;
+	__u8 op;
+	__u8 api;
+	__u16 pad;
+};
+
+struct file_op_stats {
+	__u64 bytes;
+	__u64 ops;
+	__u64 errors;
+};
+
+struct file_id {
+	__u64 ino;
+	__u32 dev;
+	__u32 pad;
+};
+
+/* Path components from the file up, as far as PATH_DEPTH allows;
+ * complete = 1 when the walk reached the root of the mount tree. */
+struct file_name {
+	char comps[PATH_DEPTH][NAME_LEN];
+	__u32 depth;
+	__u32 complete;
+	__u32 nlink;
+	__u32 mode;
+};
+
+/* Counters of what could not be accounted, read by userspace from .bss. */
+struct drop_counters {
+	__u64 stats_full;      /* a new (file, op) row did not fit the map */
+	__u64 inflight_full;   /* a syscall could not be remembered until its exit */
+	__u64 iocbs_truncated; /* iocbs past MAX_IOCBS, or iovecs past MAX_IOVECS */
+	__u64 uring_no_file;   /* io_uring completion with no file attached */
+	__u64 read_faults;     /* user memory (iocbs, iovecs) that could not be read */
+};
+
+#endif /* __MYSQLIO_H */

@@ -1,0 +1,35 @@
+"""mysqlio: per-file I/O accounting for MySQL / MariaDB (eBPF, SystemTap)."""
+
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).parent
+
+
+class BuildWithProbes(build_py):
+    """Compile probes/*.bpf.c (clang -target bpf, CO-RE) before packaging."""
+
+    def run(self) -> None:
+        subprocess.run(["make", "-C", str(HERE), "bpf"], check=True)
+        super().run()
+
+
+setup(
+    name="mysqlio",
+    version="0.1.0",
+    description="Which files a running MySQL / MariaDB server writes, reads and syncs, second by second",
+    long_description=(HERE / "README.md").read_text() if (HERE / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    license="GPL-2.0-or-later",
+    python_requires=">=3.9",
+    packages=["mysqlio"],
+    package_dir={"mysqlio": "tracer"},
+    package_data={"mysqlio": ["bpf/*.bpf.o"]},
+    install_requires=["psutil>=5.9", "rich>=13"],
+    extras_require={"dev": ["pytest>=7", "ruff>=0.5"]},
+    entry_points={"console_scripts": ["mysqlio = mysqlio.cli:main"]},
+    cmdclass={"build_py": BuildWithProbes},
+)

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Installs the Debian packages mysqlio builds, tests and demos with.
+# Idempotent and quick when everything is already there.
+set -eu
+PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
+libaio-dev liburing-dev mariadb-server mariadb-client sysbench
+python3 python3-venv strace tmux"
+
+missing=""
+for pkg in $PACKAGES; do
+	status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+	case "$status" in
+	*"install ok installed"*) ;;
+	*) missing="$missing $pkg" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "mysqlio: missing Debian packages:$missing (run 'make setup' as root)" >&2
+	exit 1
+fi
+echo "mysqlio: installing Debian packages:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# mariadb-server's maintainer scripts try to start a service; no init system
+# is needed for the throwaway servers the tests and demo run themselves.
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,5 @@
+import sys
+
+from mysqlio.cli import main
+
+sys.exit(main())

@@ -1,0 +1,288 @@
+"""ctypes bindings to libbpf.so.1: open, configure, load and attach a BPF object.
+
+Only the calls mysqlio uses are declared. libbpf's own messages (the verifier
+log among them) are captured through libbpf_set_print so that a failure shows
+them in the exception instead of on the terminal (libbpf prints to fd 2).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from mysqlio.errors import BpfError
+
+BTF_KIND_VAR = 14
+BTF_KIND_DATASEC = 15
+_LOG_LIMIT = 200_000
+
+
+def _load_libbpf() -> ctypes.CDLL:
+    # The versioned soname: the bare libbpf.so only exists with -dev installed.
+    try:
+        return ctypes.CDLL("libbpf.so.1", use_errno=True)
+    except OSError as exc:
+        raise BpfError(f"cannot load libbpf.so.1 ({exc}); install Debian's libbpf1") from exc
+
+
+class _BtfType(ctypes.Structure):
+    _fields_ = [("name_off", ctypes.c_uint32), ("info", ctypes.c_uint32), ("size", ctypes.c_uint32)]
+
+
+class _BtfVarSecinfo(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32), ("offset", ctypes.c_uint32), ("size", ctypes.c_uint32)]
+
+
+_PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class _Lib:
+    """The loaded library with argument and return types declared once."""
+
+    def __init__(self) -> None:
+        lib = _load_libbpf()
+        vp, cp, i, u32 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32
+        sigs: dict[str, tuple[Any, list[Any]]] = {
+            "libbpf_set_print": (vp, [_PRINT_FN]),
+            "bpf_object__open_file": (vp, [cp, vp]),
+            "bpf_object__load": (i, [vp]),
+            "bpf_object__close": (None, [vp]),
+            "bpf_object__btf": (vp, [vp]),
+            "bpf_object__next_map": (vp, [vp, vp]),
+            "bpf_object__next_program": (vp, [vp, vp]),
+            "bpf_object__find_map_by_name": (vp, [vp, cp]),
+            "bpf_map__name": (cp, [vp]),
+            "bpf_map__fd": (i, [vp]),
+            "bpf_map__key_size": (u32, [vp]),
+            "bpf_map__value_size": (u32, [vp]),
+            "bpf_map__max_entries": (u32, [vp]),
+            "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
+            "bpf_program__name": (cp, [vp]),
+            "bpf_program__attach": (vp, [vp]),
+            "bpf_link__destroy": (i, [vp]),
+            "btf__find_by_name_kind": (i, [vp, cp, u32]),
+            "btf__type_by_id": (ctypes.POINTER(_BtfType), [vp, u32]),
+            "btf__name_by_offset": (cp, [vp, u32]),
+            "bpf_map_lookup_elem": (i, [i, vp, vp]),
+            "bpf_map_update_elem": (i, [i, vp, vp, ctypes.c_uint64]),
+            "bpf_map_delete_elem": (i, [i, vp]),
+            "bpf_map_get_next_key": (i, [i, vp, vp]),
+            "bpf_map_lookup_and_delete_batch": (
+                i,
+                [i, vp, vp, vp, vp, ctypes.POINTER(u32), vp],
+            ),
+        }
+        for name, (restype, argtypes) in sigs.items():
+            fn = getattr(lib, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        self.lib = lib
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        self.vsnprintf = libc.vsnprintf
+        self.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, vp]
+        self.vsnprintf.restype = ctypes.c_int
+
+
+_lib: _Lib | None = None
+_log: list[str] = []
+
+
+def _print_to_log(level: int, fmt: bytes, va_list: int) -> int:
+    buf = ctypes.create_string_buffer(4096)
+    n = _get().vsnprintf(buf, len(buf), fmt, va_list)
+    if sum(len(m) for m in _log) < _LOG_LIMIT:
+        _log.append(buf.value.decode(errors="replace"))
+    return n
+
+
+# ctypes callbacks must outlive every call that may use them.
+_print_cb = _PRINT_FN(_print_to_log)
+
+
+def _get() -> _Lib:
+    global _lib
+    if _lib is None:
+        _lib = _Lib()
+        _lib.lib.libbpf_set_print(_print_cb)
+    return _lib
+
+
+def _errno_error(what: str) -> BpfError:
+    err = ctypes.get_errno()
+    return BpfError(f"{what}: {os.strerror(err) if err else 'failed'}", log="".join(_log))
+
+
+class BpfMap:
+    """A loaded map, reached by fd through the raw BPF syscall wrappers."""
+
+    def __init__(self, handle: int) -> None:
+        lib = _get().lib
+        self.handle = handle
+        self.name = lib.bpf_map__name(handle).decode()
+        self.key_size = lib.bpf_map__key_size(handle)
+        self.value_size = lib.bpf_map__value_size(handle)
+        self.max_entries = lib.bpf_map__max_entries(handle)
+
+    @property
+    def fd(self) -> int:
+        """Valid once the object is loaded."""
+        return _get().lib.bpf_map__fd(self.handle)
+
+    def lookup(self, key: ctypes.Structure | ctypes.c_uint32, value: Any) -> bool:
+        """Fill value from the map; False when the key is absent."""
+        return _get().lib.bpf_map_lookup_elem(self.fd, ctypes.byref(key), ctypes.byref(value)) == 0
+
+    def update(self, key: Any, value: Any, flags: int = 0) -> None:
+        if _get().lib.bpf_map_update_elem(self.fd, ctypes.byref(key), ctypes.byref(value), flags):
+            raise _errno_error(f"update of map {self.name}")
+
+    def delete(self, key: Any) -> bool:
+        return _get().lib.bpf_map_delete_elem(self.fd, ctypes.byref(key)) == 0
+
+    def keys(self, key_type: type[ctypes.Structure]) -> Iterator[ctypes.Structure]:
+        lib = _get().lib
+        prev: Any = None
+        while True:
+            nxt = key_type()
+            if lib.bpf_map_get_next_key(self.fd, ctypes.byref(prev) if prev is not None else None, ctypes.byref(nxt)):
+                return
+            yield nxt
+            prev = nxt
+
+    def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
+        """Read and delete every entry. The map must be quiescent (no writer)."""
+        lib = _get().lib
+        count_max = self.max_entries
+        keys = (key_type * count_max)()
+        values = (value_type * count_max)()
+        out: list[tuple[Any, Any]] = []
+        token_in = ctypes.c_uint64(0)
+        token_out = ctypes.c_uint64(0)
+        first = True
+        while True:
+            count = ctypes.c_uint32(count_max)
+            rc = lib.bpf_map_lookup_and_delete_batch(
+                self.fd,
+                None if first else ctypes.byref(token_in),
+                ctypes.byref(token_out),
+                keys,
+                values,
+                ctypes.byref(count),
+                None,
+            )
+            err = ctypes.get_errno() if rc else 0
+            out.extend((key_type.from_buffer_copy(keys[n]), value_type.from_buffer_copy(values[n])) for n in range(count.value))
+            if rc and err != 0:
+                if err == 2:  # ENOENT: the whole map was walked
+                    return out
+                raise BpfError(f"draining map {self.name}: {os.strerror(err)}")
+            if count.value == 0:
+                return out
+            token_in.value = token_out.value
+            first = False
+
+
+class BpfObject:
+    """One .bpf.o through its lifecycle: open -> set_rodata -> load -> attach -> close."""
+
+    def __init__(self, path: str) -> None:
+        if not os.path.exists(path):
+            raise BpfError(f"BPF object {path} is missing; run 'make setup' to build it")
+        self._lib = _get().lib
+        _log.clear()
+        ctypes.set_errno(0)
+        self._obj = self._lib.bpf_object__open_file(path.encode(), None)
+        if not self._obj:
+            raise _errno_error(f"opening {path}")
+        self._links: list[int] = []
+        self._maps = {m.name: m for m in self._iter_maps()}
+
+    def _iter_maps(self) -> Iterator[BpfMap]:
+        handle = self._lib.bpf_object__next_map(self._obj, None)
+        while handle:
+            yield BpfMap(handle)
+            handle = self._lib.bpf_object__next_map(self._obj, handle)
+
+    def _datasec_offsets(self, section_suffix: str) -> tuple[BpfMap, dict[str, tuple[int, int]]]:
+        """The map backing a global-data section and its variables' (offset, size)."""
+        matches = [m for m in self._maps.values() if m.name.endswith(section_suffix)]
+        if not matches:
+            raise BpfError(f"the BPF object has no {section_suffix} section")
+        btf = self._lib.bpf_object__btf(self._obj)
+        sec_id = self._lib.btf__find_by_name_kind(btf, section_suffix.encode(), BTF_KIND_DATASEC)
+        if sec_id < 0:
+            raise BpfError(f"no BTF for section {section_suffix}")
+        sec = self._lib.btf__type_by_id(btf, sec_id)
+        vlen = sec.contents.info & 0xFFFF
+        infos = ctypes.cast(
+            ctypes.addressof(sec.contents) + ctypes.sizeof(_BtfType),
+            ctypes.POINTER(_BtfVarSecinfo * vlen),
+        ).contents
+        offsets = {}
+        for info in infos:
+            var = self._lib.btf__type_by_id(btf, info.type).contents
+            name = self._lib.btf__name_by_offset(btf, var.name_off).decode()
+            offsets[name] = (info.offset, info.size)
+        return matches[0], offsets
+
+    def set_rodata(self, name: str, value: ctypes._SimpleCData) -> None:
+        """Set a `const volatile` global before load."""
+        bpf_map, offsets = self._datasec_offsets(".rodata")
+        if name not in offsets:
+            raise BpfError(f"no const volatile {name} in the BPF object")
+        offset, size = offsets[name]
+        if size != ctypes.sizeof(value):
+            raise BpfError(f"{name} is {size} bytes in BPF, {ctypes.sizeof(value)} in Python")
+        length = ctypes.c_size_t()
+        base = self._lib.bpf_map__initial_value(bpf_map.handle, ctypes.byref(length))
+        ctypes.memmove(base + offset, ctypes.byref(value), size)
+
+    def read_bss(self, name: str, ctype: type[Any]) -> Any:
+        """Read a global variable of .bss after load."""
+        bpf_map, offsets = self._datasec_offsets(".bss")
+        offset, size = offsets[name]
+        buf = ctypes.create_string_buffer(bpf_map.value_size)
+        if not bpf_map.lookup(ctypes.c_uint32(0), buf):
+            raise _errno_error(f"reading {name}")
+        return ctype.from_buffer_copy(buf.raw[offset : offset + size])
+
+    def load(self) -> None:
+        ctypes.set_errno(0)
+        if self._lib.bpf_object__load(self._obj):
+            raise _errno_error("loading the BPF programs into the kernel")
+
+    def attach_all(self) -> None:
+        prog = self._lib.bpf_object__next_program(self._obj, None)
+        while prog:
+            ctypes.set_errno(0)
+            link = self._lib.bpf_program__attach(prog)
+            if not link:
+                name = self._lib.bpf_program__name(prog).decode()
+                raise _errno_error(f"attaching {name}")
+            self._links.append(link)
+            prog = self._lib.bpf_object__next_program(self._obj, prog)
+
+    def map(self, name: str) -> BpfMap:
+        return self._maps[name]
+
+    def close(self) -> None:
+        """Detach every program and free the object; safe to call twice."""
+        for link in self._links:
+            self._lib.bpf_link__destroy(link)
+        self._links.clear()
+        if self._obj:
+            self._lib.bpf_object__close(self._obj)
+            self._obj = None
+
+    def __enter__(self) -> BpfObject:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def libbpf_log() -> str:
+    return "".join(_log)

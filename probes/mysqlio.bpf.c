@@ -62,6 +62,10 @@
 #define S_IFBLK 0060000
 
 /* uapi values, stable across kernels */
+#define PROC_SUPER_MAGIC 0x9fa0
+#define SYSFS_MAGIC 0x62656572
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#define CGROUP2_SUPER_MAGIC 0x63677270
 #define IOCB_CMD_PREAD 0
 #define IOCB_CMD_PWRITE 1
 #define IOCB_CMD_FSYNC 2
@@ -151,15 +155,25 @@ static struct file *fd_to_file(__u32 fd)
 	return file;
 }
 
-/* Only regular files and block devices are accounted. */
+/* Only regular files and block devices are accounted, and not the
+ * regular files of pseudo filesystems (mysqld reads /proc and /sys). */
 static __always_inline bool file_is_storage(struct file *file)
 {
+	struct inode *inode;
+	__u64 magic;
 	__u32 mode;
 
 	if (!file)
 		return false;
-	mode = BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
-	return mode == S_IFREG || mode == S_IFBLK;
+	inode = BPF_CORE_READ(file, f_inode);
+	mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	if (mode == S_IFBLK)
+		return true;
+	if (mode != S_IFREG)
+		return false;
+	magic = BPF_CORE_READ(inode, i_sb, s_magic);
+	return magic != PROC_SUPER_MAGIC && magic != SYSFS_MAGIC &&
+	       magic != CGROUP_SUPER_MAGIC && magic != CGROUP2_SUPER_MAGIC;
 }
 
 /* Remember the path of a file userspace may never see open (it can be

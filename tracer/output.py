@@ -1,0 +1,44 @@
+"""Non-interactive outputs of `top`: JSON lines and plain text (vmstat-like)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TextIO
+
+from mysqlio.model import Interval
+from mysqlio.units import human_bytes, human_rate
+
+TEXT_HEADER = f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
+
+
+def write_json(interval: Interval, out: TextIO) -> None:
+    out.write(json.dumps(interval.to_json(), separators=(",", ":")) + "\n")
+    out.flush()
+
+
+def format_text(interval: Interval) -> str:
+    """One summary line and one line per file; rates are per second."""
+    secs = interval.interval_s or 1.0
+    clock = time.strftime("%H:%M:%S", time.localtime(interval.time))
+    total_w = sum(f.write_bytes for f in interval.files)
+    total_r = sum(f.read_bytes for f in interval.files)
+    total_s = sum(f.sync_ops for f in interval.files)
+    lines = [
+        f"{clock} pid {interval.pid}  write {human_bytes(total_w / secs)}/s  read {human_bytes(total_r / secs)}/s"
+        f"  sync {human_rate(total_s / secs)}/s  files {len(interval.files)}  lost {interval.lost_events}",
+        TEXT_HEADER,
+    ]
+    for f in interval.files:
+        path = f.path + (" (deleted)" if f.deleted else "")
+        lines.append(
+            f"{clock:8} {f.kind:16} {human_bytes(f.write_bytes / secs):>10} {human_rate(f.write_ops / secs):>7} "
+            f"{human_bytes(f.read_bytes / secs):>10} {human_rate(f.read_ops / secs):>7} "
+            f"{human_rate(f.sync_ops / secs):>6} {f.errors:>4}  {path}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_text(interval: Interval, out: TextIO) -> None:
+    out.write(format_text(interval) + "\n")
+    out.flush()

@@ -1,0 +1,63 @@
+"""Find and check the process to trace."""
+
+from __future__ import annotations
+
+
+import psutil
+
+from mysqlio.errors import TargetGone, UserError
+
+SERVER_NAMES = ("mysqld", "mariadbd")
+
+
+def find_server() -> int:
+    """The pid of the single running mysqld / mariadbd."""
+    found = [p for p in psutil.process_iter(["pid", "name", "cmdline"]) if p.info["name"] in SERVER_NAMES]
+    if len(found) == 1:
+        return int(found[0].info["pid"])
+    if not found:
+        raise UserError("no running mysqld or mariadbd found; give its pid with -p PID")
+    listing = ", ".join(f"{p.info['pid']} ({' '.join(p.info['cmdline'] or [p.info['name']])[:60]})" for p in found)
+    raise UserError(f"several servers are running, choose one with -p PID: {listing}")
+
+
+def check_pid(pid: int) -> None:
+    """The pid must name a running process (any process can be traced)."""
+    if pid <= 0:
+        raise UserError(f"invalid pid {pid}")
+    if not psutil.pid_exists(pid):
+        raise UserError(f"no process with pid {pid}")
+    try:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            raise TargetGone(f"process {pid} has exited")
+    except psutil.NoSuchProcess as exc:
+        raise UserError(f"no process with pid {pid}") from exc
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def process_name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return "?"
+
+
+def tgid_of(pid: int) -> int:
+    """Thread ids are accepted too: the probes filter on the thread group."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return pid
+
+
+

@@ -1,0 +1,26 @@
+"""Human units for byte counts and rates."""
+
+from __future__ import annotations
+
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def human_bytes(n: float) -> str:
+    """1536 -> '1.5KiB'; exact below 1 KiB."""
+    value = float(n)
+    for unit in _UNITS:
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_rate(n: float) -> str:
+    """Operations per second: 3 significant digits, k/M above 1000."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f}M"
+    if n >= 1000:
+        return f"{n / 1000:.1f}k"
+    if n >= 100 or n == int(n):
+        return f"{n:.0f}"
+    return f"{n:.1f}"

@@ -1,0 +1,78 @@
+"""End to end, real BPF: per-file bytes and op counts equal iogen's ground truth exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from traced import COUNTERS, IogenRun, run_iogen_traced
+
+pytestmark = pytest.mark.bpf
+
+SCENARIOS = [
+    "write",
+    "pwrite",
+    "writev",
+    "pwritev",
+    "pwritev2",
+    "reads",
+    "sync",
+    "aio",
+    "uring",
+    "odirect",
+    "reuse",
+    "rename",
+    "unlink",
+    "shortlived",
+    "errors",
+    "nonfile",
+]
+
+
+def assert_exact(run: IogenRun, directory: Path) -> None:
+    """Every file iogen touched, and no other file in its directory, with equal counts."""
+    traced = run.traced.under(str(directory))
+    expected = {f["path"]: f for f in run.expected["files"]}
+    assert run.traced.lost_events == 0
+    assert sorted(traced) == sorted(expected), "files traced differ from files written"
+    for path, want in expected.items():
+        got = traced[path]
+        assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, path
+        assert run.traced.deleted[path] == want["deleted"], path
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_exact(bpf_ready: None, iogen: Path, tmp_path: Path, scenario: str) -> None:
+    run = run_iogen_traced(str(iogen), str(tmp_path), ["--scenario", scenario])
+    if scenario == "nonfile":
+        assert run.expected["files"] == []
+    else:
+        assert run.expected["files"], "iogen did nothing"
+    assert_exact(run, tmp_path)
+
+
+def test_all_scenarios_at_once_exact(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    run = run_iogen_traced(str(iogen), str(tmp_path), [])
+    assert len(run.expected["files"]) >= 15
+    assert_exact(run, tmp_path)
+
+
+def test_every_api_is_seen(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """The aio and uring files are attributed through their own paths, not syscalls."""
+    run = run_iogen_traced(str(iogen), str(tmp_path), ["--scenario", "aio", "--scenario", "uring"])
+    apis: dict[str, set[str]] = {}
+    for obj in run.intervals:
+        for f in obj["files"]:
+            apis.setdefault(Path(f["path"]).name, set()).update(f["apis"])
+    aio = {name: a for name, a in apis.items() if name.startswith("aio")}
+    uring = {name: a for name, a in apis.items() if name.startswith("uring")}
+    assert aio and all("libaio" in a for a in aio.values() if a)
+    assert uring and all("io_uring" in a for a in uring.values() if a)
+
+
+def test_closed_file_keeps_its_name(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """A file written and closed between two intervals is reported with its full path."""
+    run = run_iogen_traced(str(iogen), str(tmp_path), ["--scenario", "shortlived"], interval_s=2.0)
+    (path,) = [f["path"] for f in run.expected["files"]]
+    assert path in run.traced.totals
+    assert run.traced.totals[path]["write_bytes"] > 0

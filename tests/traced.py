@@ -1,0 +1,126 @@
+"""Run a workload under `mysqlio top --json` and collect both sides' numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+COUNTERS = (
+    "write_bytes",
+    "write_ops",
+    "read_bytes",
+    "read_ops",
+    "sync_ops",
+    "fsync_ops",
+    "fdatasync_ops",
+    "sync_file_range_ops",
+    "errors",
+)
+
+
+def read_json_line(stream: TextIO, timeout_s: float, what: str) -> dict[str, Any]:
+    """The next line of stream as JSON, or fail after timeout_s."""
+    ready, _, _ = select.select([stream], [], [], timeout_s)
+    if not ready:
+        raise AssertionError(f"no output from {what} within {timeout_s}s")
+    line = stream.readline()
+    if not line:
+        raise AssertionError(f"{what} closed its output")
+    return json.loads(line)
+
+
+def start_top(pid: int, interval_s: float = 0.3, extra: Sequence[str] = ()) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", "top", "-p", str(pid), "--json", "-i", str(interval_s), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def stop_top(top: subprocess.Popen[str], timeout_s: float = 20) -> tuple[list[dict[str, Any]], str]:
+    """SIGINT (the last partial interval is printed), then every remaining object."""
+    top.send_signal(signal.SIGINT)
+    out, err = top.communicate(timeout=timeout_s)
+    assert top.returncode == 0, f"mysqlio top exited {top.returncode}: {err}"
+    return [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+@dataclass
+class FileTotals:
+    """Per-path sums over all intervals of a trace."""
+
+    totals: dict[str, dict[str, int]] = field(default_factory=dict)
+    deleted: dict[str, bool] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    lost_events: int = 0
+    intervals: int = 0
+
+    def add(self, obj: dict[str, Any]) -> None:
+        self.intervals += 1
+        self.lost_events += obj["lost_events"]
+        for f in obj["files"]:
+            row = self.totals.setdefault(f["path"], dict.fromkeys(COUNTERS, 0))
+            for c in COUNTERS:
+                row[c] += f[c]
+            self.deleted[f["path"]] = f["deleted"]
+            self.kinds[f["path"]] = f["kind"]
+
+    def under(self, directory: str) -> dict[str, dict[str, int]]:
+        prefix = directory.rstrip("/") + "/"
+        return {p: c for p, c in self.totals.items() if p.startswith(prefix)}
+
+
+@dataclass
+class IogenRun:
+    expected: dict[str, Any]
+    traced: FileTotals
+    intervals: list[dict[str, Any]]
+
+
+def run_iogen_traced(iogen: str, directory: str, args: Sequence[str], interval_s: float = 0.3) -> IogenRun:
+    """iogen waits until top has attached, runs, and stays alive for the last drain."""
+    gen = subprocess.Popen(
+        [iogen, "--dir", directory, "--wait", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    top = None
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        ready = read_json_line(gen.stdout, 10, "iogen")
+        assert ready.get("ready") is True
+        top = start_top(gen.pid, interval_s)
+        assert top.stdout is not None
+        first = read_json_line(top.stdout, 30, "mysqlio top")  # probes attached
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 300, "iogen run")
+        time.sleep(interval_s)
+        rest, _ = stop_top(top)
+        intervals = [first, *rest]
+        traced = FileTotals()
+        for obj in intervals:
+            traced.add(obj)
+        return IogenRun(expected, traced, intervals)
+    finally:
+        if top is not None and top.poll() is None:
+            top.kill()
+            top.wait()
+        if gen.poll() is None:
+            if gen.stdin:
+                gen.stdin.close()
+            try:
+                gen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(gen.pid, signal.SIGKILL)
+                gen.wait()

@@ -1,0 +1,953 @@
+/*
+ * iogen - ground-truth file I/O generator for mysqlio.
+ *
+ * Does file I/O through every path mysqld uses (write/read families,
+ * fsync/fdatasync/sync_file_range, libaio, io_uring, O_DIRECT) on files in
+ * --dir, and prints as one JSON line exactly what it did to each file, so a
+ * tracer's per-file numbers can be compared to it exactly.
+ *
+ * One op = one request: one syscall, one libaio iocb or one io_uring SQE.
+ * Bytes = what the request returned. A failed request counts in "errors" only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libaio.h>
+#include <liburing.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define MAX_FILES	64
+#define BUF_SIZE	(1 << 20)
+#define ALIGN		4096
+#define MAX_IOV		8
+#define MAX_BATCH	16
+
+enum op { OP_WRITE, OP_READ, OP_FSYNC, OP_FDATASYNC, OP_SFR };
+
+/* What iogen did to one file: the expectations a tracer must match. */
+struct file {
+	char path[PATH_MAX];
+	bool deleted;
+	long long write_bytes, write_ops, read_bytes, read_ops;
+	long long fsync_ops, fdatasync_ops, sfr_ops, errors;
+};
+
+static struct file files[MAX_FILES];
+static int nr_files;
+static char dir[PATH_MAX];
+static const char *scen = "setup";	/* current scenario, for messages */
+static char *buf, *rbuf;		/* aligned write / read buffers */
+static int unlinked_fd = -1;		/* kept open until exit */
+static double rate_elapsed = -1;
+
+static struct {
+	double rate, seconds;
+	long size;
+	int threads;
+	bool wait;
+} env = { .size = 512, .threads = 1 };
+
+static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "iogen: %s: ", scen);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+#define die_err(call, err)	fail("%s: %s", call, strerror(err))
+#define die(call)		die_err(call, errno)
+
+/* ---- expectations registry ---- */
+
+static struct file *file_get(const char *name)
+{
+	char path[PATH_MAX];
+	int i;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+		fail("%s: path too long", name);
+	for (i = 0; i < nr_files; i++)
+		if (!files[i].deleted && !strcmp(files[i].path, path))
+			return &files[i];
+	if (nr_files == MAX_FILES)
+		fail("too many files");
+	strcpy(files[nr_files].path, path);
+	return &files[nr_files++];
+}
+
+/* Record the outcome of one request: ret >= 0 is its result, < 0 an error. */
+static void expect(struct file *f, enum op op, long ret)
+{
+	if (ret < 0) {
+		f->errors++;
+		return;
+	}
+	switch (op) {
+	case OP_WRITE:	   f->write_ops++; f->write_bytes += ret; break;
+	case OP_READ:	   f->read_ops++; f->read_bytes += ret; break;
+	case OP_FSYNC:	   f->fsync_ops++; break;
+	case OP_FDATASYNC: f->fdatasync_ops++; break;
+	case OP_SFR:	   f->sfr_ops++; break;
+	}
+}
+
+/* A syscall that must succeed: count it, or die. */
+static long ok(struct file *f, enum op op, long ret, const char *call)
+{
+	if (ret < 0)
+		die(call);
+	expect(f, op, ret);
+	return ret;
+}
+
+/* A syscall that must fail with errno @err: count the error, or die. */
+static void fails(struct file *f, long ret, int err, const char *call)
+{
+	if (ret >= 0)
+		fail("%s: succeeded, expected %s", call, strerror(err));
+	if (errno != err)
+		die(call);
+	expect(f, OP_WRITE, -err);
+}
+
+/* Open DIR/name (created if needed); O_DIRECT falls back to buffered on EINVAL. */
+static int open_file(struct file **fp, const char *name, int flags)
+{
+	struct file *f = file_get(name);
+	int fd;
+
+	fd = open(f->path, flags | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EINVAL && (flags & O_DIRECT)) {
+		fprintf(stderr, "iogen: %s: %s: O_DIRECT unsupported, using buffered I/O\n",
+			scen, name);
+		fd = open(f->path, (flags & ~O_DIRECT) | O_CREAT | O_CLOEXEC, 0644);
+	}
+	if (fd < 0)
+		die("open");
+	*fp = f;
+	return fd;
+}
+
+static void xclose(int fd)
+{
+	if (close(fd))
+		die("close");
+}
+
+static void close_fds(const int *fds, int n)
+{
+	while (n--)
+		xclose(*fds++);
+}
+
+/* Lay out iovecs of the given lengths in @base, each 4096-aligned. */
+static int mkiov(struct iovec *iov, char *base, const size_t *lens, int n)
+{
+	size_t off = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		iov[i].iov_base = base + off;
+		iov[i].iov_len = lens[i];
+		off += (lens[i] + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+	}
+	if (off > BUF_SIZE)
+		fail("iovecs exceed buffer");
+	return n;
+}
+
+#define LENS(...)	(const size_t[]){ __VA_ARGS__ }
+#define IOV(iov, base, ...) \
+	mkiov(iov, base, LENS(__VA_ARGS__), sizeof(LENS(__VA_ARGS__)) / sizeof(size_t))
+
+/* ---- syscall scenarios ---- */
+
+static void sc_write(void)
+{
+	static const size_t sizes[] = { 1, 777, 4096 + 7, 65536 + 13, 0, 301 };
+	struct file *f;
+	int fd = open_file(&f, "write.dat", O_WRONLY | O_TRUNC);
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(sizes); i++)
+		ok(f, OP_WRITE, write(fd, buf, sizes[i]), "write");
+	xclose(fd);
+}
+
+static void sc_pwrite(void)
+{
+	static const struct { size_t len; off_t off; } w[] = {
+		{ 513, 0 }, { 3001, 10000 }, { 8191, (1 << 20) + 3 }, { 129, 600 },
+	};
+	struct file *f;
+	int fd = open_file(&f, "pwrite.dat", O_WRONLY | O_TRUNC);
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(w); i++)
+		ok(f, OP_WRITE, pwrite(fd, buf, w[i].len, w[i].off), "pwrite64");
+	xclose(fd);
+}
+
+static void sc_writev(void)
+{
+	struct iovec iov[MAX_IOV];
+	struct file *f;
+	int fd = open_file(&f, "writev.dat", O_WRONLY | O_TRUNC);
+
+	ok(f, OP_WRITE, writev(fd, iov, IOV(iov, buf, 100, 2000, 333)), "writev");
+	ok(f, OP_WRITE, writev(fd, iov, IOV(iov, buf, 7, 4099)), "writev");
+	ok(f, OP_WRITE, writev(fd, iov, IOV(iov, buf, 1, 2, 3, 4, 5, 6, 7, 8)), "writev");
+	xclose(fd);
+}
+
+static void sc_pwritev(void)
+{
+	struct iovec iov[MAX_IOV];
+	struct file *f;
+	int fd = open_file(&f, "pwritev.dat", O_WRONLY | O_TRUNC);
+
+	ok(f, OP_WRITE, pwritev(fd, iov, IOV(iov, buf, 211, 1500, 4099), 0), "pwritev");
+	ok(f, OP_WRITE, pwritev(fd, iov, IOV(iov, buf, 64, 8000), 50000), "pwritev");
+	xclose(fd);
+}
+
+static void sc_pwritev2(void)
+{
+	struct iovec iov[MAX_IOV];
+	struct file *f;
+	int fd = open_file(&f, "pwritev2.dat", O_WRONLY | O_TRUNC);
+
+	ok(f, OP_WRITE, pwritev2(fd, iov, IOV(iov, buf, 123, 4567), 0, 0), "pwritev2");
+	ok(f, OP_WRITE, pwritev2(fd, iov, IOV(iov, buf, 321, 765), 9000, RWF_DSYNC), "pwritev2");
+	/* offset -1: at (and advancing) the file position */
+	ok(f, OP_WRITE, pwritev2(fd, iov, IOV(iov, buf, 55), -1, 0), "pwritev2");
+	xclose(fd);
+}
+
+static void sc_reads(void)
+{
+	struct iovec iov[MAX_IOV];
+	struct file *f;
+	int fd = open_file(&f, "reads.dat", O_RDWR | O_TRUNC);
+
+	ok(f, OP_WRITE, write(fd, buf, 20000 + 17), "write");
+	ok(f, OP_READ, pread(fd, rbuf, 2000, 5000), "pread64");
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		die("lseek");
+	ok(f, OP_READ, read(fd, rbuf, 1000), "read");
+	ok(f, OP_READ, readv(fd, iov, IOV(iov, rbuf, 123, 456, 789)), "readv");
+	ok(f, OP_READ, preadv(fd, iov, IOV(iov, rbuf, 300, 700), 10000), "preadv");
+	ok(f, OP_READ, preadv2(fd, iov, IOV(iov, rbuf, 500, 1234), 15000, 0), "preadv2");
+	ok(f, OP_READ, preadv2(fd, iov, IOV(iov, rbuf, 111), -1, 0), "preadv2");
+	/* short read (1017 bytes), then two reads at EOF returning 0 */
+	ok(f, OP_READ, pread(fd, rbuf, 4096, 19000), "pread64");
+	ok(f, OP_READ, pread(fd, rbuf, 100, 20017), "pread64");
+	if (lseek(fd, 0, SEEK_END) < 0)
+		die("lseek");
+	ok(f, OP_READ, read(fd, rbuf, 100), "read");
+	xclose(fd);
+}
+
+static void sc_sync(void)
+{
+	struct file *f;
+	int fd = open_file(&f, "sync.dat", O_WRONLY | O_TRUNC);
+
+	ok(f, OP_WRITE, write(fd, buf, 1111), "write");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	ok(f, OP_WRITE, write(fd, buf, 2222), "write");
+	ok(f, OP_FDATASYNC, fdatasync(fd), "fdatasync");
+	ok(f, OP_WRITE, write(fd, buf, 3333), "write");
+	ok(f, OP_SFR, sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE), "sync_file_range");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	ok(f, OP_WRITE, write(fd, buf, 444), "write");
+	ok(f, OP_SFR, sync_file_range(fd, 1111, 5555, SYNC_FILE_RANGE_WRITE), "sync_file_range");
+	ok(f, OP_FDATASYNC, fdatasync(fd), "fdatasync");
+	ok(f, OP_SFR, sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE), "sync_file_range");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	xclose(fd);
+}
+
+/* ---- async scenarios: a batch is a table of requests ---- */
+
+enum kind { K_WRITE, K_WRITEV, K_READ, K_READV, K_FSYNC, K_FDSYNC, K_SFR };
+enum res { R_FULL, R_EOF, R_EBADF };	/* expected result of a request */
+
+struct io {
+	int t;			/* target: index into the batch's fds/files */
+	enum kind kind;
+	off_t off;
+	size_t len[MAX_IOV];	/* plain: len[0]; vectored: 0-terminated */
+	enum res res;
+};
+
+#define RQ(t, kind, off, ...)	{ t, kind, off, { __VA_ARGS__ }, R_FULL }
+#define RQ_RES(res, t, kind, off, ...)	{ t, kind, off, { __VA_ARGS__ }, res }
+#define SYNC(t, kind)		RQ(t, kind, 0, 0)
+
+struct req {
+	struct file *f;
+	enum op op;
+	long want;		/* expected result: bytes, 0, or -errno */
+	struct iovec iov[MAX_IOV];
+	int nr_iov;
+};
+
+static bool is_sync(enum kind k)
+{
+	return k == K_FSYNC || k == K_FDSYNC || k == K_SFR;
+}
+
+static void prep_req(struct req *r, const struct io *io, struct file **fs)
+{
+	static const enum op ops[] = {
+		[K_WRITE] = OP_WRITE, [K_WRITEV] = OP_WRITE, [K_READ] = OP_READ,
+		[K_READV] = OP_READ, [K_FSYNC] = OP_FSYNC, [K_FDSYNC] = OP_FDATASYNC,
+		[K_SFR] = OP_SFR,
+	};
+	char *base = (io->kind == K_READ || io->kind == K_READV) ? rbuf : buf;
+	int i, n = 1;
+	long total = 0;
+
+	if (io->kind == K_WRITEV || io->kind == K_READV)
+		for (n = 0; n < MAX_IOV && io->len[n]; n++)
+			;
+	r->nr_iov = mkiov(r->iov, base, io->len, n);
+	for (i = 0; i < n && !is_sync(io->kind); i++)
+		total += io->len[i];
+	r->f = fs[io->t];
+	r->op = ops[io->kind];
+	r->want = io->res == R_EOF ? 0 : io->res == R_EBADF ? -EBADF : total;
+}
+
+static void aio_reap(io_context_t ctx, int nr)
+{
+	struct io_event ev[MAX_BATCH];
+	int i, got;
+
+	while (nr > 0) {
+		got = io_getevents(ctx, 1, nr, ev, NULL);
+		if (got == -EINTR)
+			continue;
+		if (got < 0)
+			die_err("io_getevents", -got);
+		for (i = 0; i < got; i++) {
+			struct req *r = ev[i].data;
+
+			if ((long)ev[i].res != r->want || ev[i].res2)
+				fail("aio completion res %ld (res2 %ld), expected %ld",
+				     (long)ev[i].res, (long)ev[i].res2, r->want);
+		}
+		nr -= got;
+	}
+}
+
+/*
+ * Submit a batch with io_submit and reap it. Accepted iocbs count at
+ * submission (bytes submitted); a rejected fsync/fdsync iocb (-EINVAL on
+ * filesystems without aio fsync) counts as an error and is skipped; the rest
+ * of the batch is then submitted.
+ */
+static void aio_batch(io_context_t ctx, const int *fds, struct file **fs,
+		      const struct io *ios, int n)
+{
+	struct iocb cbs[MAX_BATCH], *cbp[MAX_BATCH];
+	struct req reqs[MAX_BATCH];
+	int i, ret, done = 0, inflight = 0;
+
+	for (i = 0; i < n; i++) {
+		struct req *r = &reqs[i];
+		int fd = fds[ios[i].t];
+
+		prep_req(r, &ios[i], fs);
+		switch (ios[i].kind) {
+		case K_WRITE:  io_prep_pwrite(&cbs[i], fd, r->iov[0].iov_base, r->want, ios[i].off); break;
+		case K_WRITEV: io_prep_pwritev(&cbs[i], fd, r->iov, r->nr_iov, ios[i].off); break;
+		case K_READ:   io_prep_pread(&cbs[i], fd, r->iov[0].iov_base, r->want, ios[i].off); break;
+		case K_READV:  io_prep_preadv(&cbs[i], fd, r->iov, r->nr_iov, ios[i].off); break;
+		case K_FSYNC:  io_prep_fsync(&cbs[i], fd); break;
+		case K_FDSYNC: io_prep_fdsync(&cbs[i], fd); break;
+		default:       fail("no such aio request");
+		}
+		cbs[i].data = r;
+		cbp[i] = &cbs[i];
+	}
+	while (done < n) {
+		ret = io_submit(ctx, n - done, cbp + done);
+		if (ret > 0) {
+			for (i = done; i < done + ret; i++)
+				expect(reqs[i].f, reqs[i].op, reqs[i].want);
+			done += ret;
+			inflight += ret;
+			if (done == n)
+				break;
+			if (!is_sync(ios[done].kind))
+				fail("io_submit: iocb %d of %d rejected", done, n);
+			ret = -EINVAL;	/* partial: the kernel does not say why */
+		}
+		if (ret == 0 || (ret < 0 && !(ret == -EINVAL && is_sync(ios[done].kind))))
+			die_err("io_submit", ret ? -ret : EIO);
+		fprintf(stderr, "iogen: %s: io_submit rejected a sync iocb: %s\n",
+			scen, strerror(-ret));
+		expect(reqs[done].f, reqs[done].op, ret);
+		done++;
+	}
+	aio_reap(ctx, inflight);
+}
+
+static void sc_aio(void)
+{
+	static const struct io b1[] = {
+		RQ(0, K_WRITE, 0, 8192),
+		RQ(1, K_WRITEV, 0, 4096, 8192),
+		RQ(1, K_WRITE, 12288, 12288),
+		RQ(0, K_WRITEV, 8192, 8192, 4096),
+	};
+	static const struct io b2[] = {
+		RQ(0, K_READ, 4096, 4096),
+		RQ(1, K_READ, 8192, 8192),
+		RQ(0, K_WRITE, 20480, 16384),
+		RQ(1, K_WRITEV, 24576, 4096, 8192, 16384),
+		SYNC(0, K_FSYNC),
+		SYNC(1, K_FDSYNC),
+		RQ(0, K_READV, 0, 4096, 8192),
+	};
+	static const struct io b3[] = {
+		SYNC(1, K_FSYNC),
+		SYNC(0, K_FDSYNC),
+		RQ(1, K_READV, 0, 4096, 8192, 4096),
+		RQ(0, K_WRITE, 36864, 4096),
+	};
+	io_context_t ctx = 0;
+	struct file *fs[2], *ferr;
+	struct iocb cbs[2], *cbp[2] = { &cbs[0], &cbs[1] };
+	int ret, efd, fds[2];
+
+	ret = io_setup(MAX_BATCH, &ctx);
+	if (ret < 0)
+		die_err("io_setup", -ret);
+	fds[0] = open_file(&fs[0], "aio_a.dat", O_RDWR | O_TRUNC | O_DIRECT);
+	fds[1] = open_file(&fs[1], "aio_b.dat", O_RDWR | O_TRUNC | O_DIRECT);
+	aio_batch(ctx, fds, fs, b1, ARRAY_SIZE(b1));
+	aio_batch(ctx, fds, fs, b2, ARRAY_SIZE(b2));
+	aio_batch(ctx, fds, fs, b3, ARRAY_SIZE(b3));
+
+	/* First iocb writes to an O_RDONLY fd: io_submit fails, nothing submitted. */
+	efd = open_file(&ferr, "aio_err.dat", O_RDONLY);
+	io_prep_pwrite(&cbs[0], efd, buf, 4096, 0);
+	io_prep_pwrite(&cbs[1], fds[0], buf, 4096, 0);	/* never submitted */
+	ret = io_submit(ctx, 2, cbp);
+	if (ret != -EBADF)
+		fail("io_submit on O_RDONLY fd returned %d, expected -EBADF", ret);
+	expect(ferr, OP_WRITE, ret);
+
+	close_fds((int[]){ efd, fds[0], fds[1] }, 3);
+	ret = io_destroy(ctx);
+	if (ret < 0)
+		die_err("io_destroy", -ret);
+}
+
+/* Submit a batch of SQEs at once and check every CQE; @fds may be fixed-file indexes. */
+static void uring_batch(struct io_uring *ring, const int *fds, struct file **fs,
+			const struct io *ios, int n, bool fixed)
+{
+	struct req reqs[MAX_BATCH];
+	struct io_uring_cqe *cqe;
+	int i, ret;
+
+	for (i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+		const struct io *io = &ios[i];
+		struct req *r = &reqs[i];
+		int fd = fds[io->t];
+
+		if (!sqe)
+			fail("io_uring_get_sqe: ring full");
+		prep_req(r, io, fs);
+		switch (io->kind) {
+		case K_WRITE:  io_uring_prep_write(sqe, fd, r->iov[0].iov_base, io->len[0], io->off); break;
+		case K_WRITEV: io_uring_prep_writev(sqe, fd, r->iov, r->nr_iov, io->off); break;
+		case K_READ:   io_uring_prep_read(sqe, fd, r->iov[0].iov_base, io->len[0], io->off); break;
+		case K_READV:  io_uring_prep_readv(sqe, fd, r->iov, r->nr_iov, io->off); break;
+		case K_FSYNC:  io_uring_prep_fsync(sqe, fd, 0); break;
+		case K_FDSYNC: io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC); break;
+		case K_SFR:    io_uring_prep_sync_file_range(sqe, fd, io->len[0], io->off,
+							     SYNC_FILE_RANGE_WRITE); break;
+		}
+		if (fixed)
+			sqe->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data(sqe, r);
+	}
+	ret = io_uring_submit(ring);
+	if (ret < 0)
+		die_err("io_uring_submit", -ret);
+	if (ret != n)
+		fail("io_uring_submit: submitted %d of %d", ret, n);
+	for (i = 0; i < n; i++) {
+		struct req *r;
+
+		ret = io_uring_wait_cqe(ring, &cqe);
+		if (ret < 0)
+			die_err("io_uring_wait_cqe", -ret);
+		r = io_uring_cqe_get_data(cqe);
+		if (cqe->res != r->want)
+			fail("io_uring cqe res %d, expected %ld", cqe->res, r->want);
+		expect(r->f, r->op, cqe->res);
+		io_uring_cqe_seen(ring, cqe);
+	}
+}
+
+static void sc_uring(void)
+{
+	static const struct io b1[] = {		/* 0 = uring.dat */
+		RQ(0, K_WRITE, 0, 4096 + 100),
+		RQ(0, K_WRITEV, 4196, 150, 2500, 77),
+		RQ(0, K_WRITE, 6923, 999),
+		SYNC(0, K_FSYNC),
+		RQ(0, K_SFR, 0, 0),
+	};
+	static const struct io b2[] = {		/* 1 = uring_err.dat (O_RDONLY) */
+		RQ(0, K_READ, 0, 1000),
+		RQ(0, K_READV, 2000, 200, 300, 1234),
+		RQ(0, K_READ, 7000, 922),
+		RQ_RES(R_EOF, 0, K_READ, 7922, 100),
+		SYNC(0, K_FDSYNC),
+		RQ(0, K_SFR, 4096, 1000),
+		RQ_RES(R_EBADF, 1, K_WRITE, 0, 4096),
+	};
+	static const struct io b3[] = {		/* fixed: 0 = uring_fixed.dat, 1 = uring.dat */
+		RQ(0, K_WRITE, 0, 3001),
+		RQ(0, K_WRITEV, 3001, 11, 22, 33),
+		RQ(1, K_WRITE, 7922, 555),
+		SYNC(0, K_FSYNC),
+		RQ(1, K_READ, 1000, 1500),
+	};
+	static const int idx[] = { 0, 1 };
+	struct io_uring ring;
+	struct file *fs[3];
+	int ret, fds[3];
+
+	ret = io_uring_queue_init(MAX_BATCH, &ring, 0);
+	if (ret < 0)
+		die_err("io_uring_queue_init", -ret);
+	fds[0] = open_file(&fs[0], "uring.dat", O_RDWR | O_TRUNC);
+	fds[1] = open_file(&fs[1], "uring_err.dat", O_RDONLY);
+	uring_batch(&ring, fds, fs, b1, ARRAY_SIZE(b1), false);
+	uring_batch(&ring, fds, fs, b2, ARRAY_SIZE(b2), false);
+
+	fds[2] = open_file(&fs[2], "uring_fixed.dat", O_RDWR | O_TRUNC);
+	ret = io_uring_register_files(&ring, (int[]){ fds[2], fds[0] }, 2);
+	if (ret < 0)
+		die_err("io_uring_register_files", -ret);
+	uring_batch(&ring, idx, (struct file *[]){ fs[2], fs[0] }, b3, ARRAY_SIZE(b3), true);
+	ret = io_uring_unregister_files(&ring);
+	if (ret < 0)
+		die_err("io_uring_unregister_files", -ret);
+
+	io_uring_queue_exit(&ring);
+	close_fds(fds, 3);
+}
+
+/* ---- file lifecycle scenarios ---- */
+
+static void sc_odirect(void)
+{
+	struct file *f;
+	int fd = open_file(&f, "odirect.dat", O_RDWR | O_TRUNC | O_DIRECT);
+
+	ok(f, OP_WRITE, pwrite(fd, buf, 16384, 0), "pwrite64");
+	ok(f, OP_WRITE, pwrite(fd, buf, 16384, 3 * 16384), "pwrite64");
+	ok(f, OP_WRITE, pwrite(fd, buf, 16384, 16384), "pwrite64");
+	ok(f, OP_WRITE, pwrite(fd, buf, 2 * 16384, 4 * 16384), "pwrite64");
+	ok(f, OP_READ, pread(fd, rbuf, 16384, 16384), "pread64");
+	xclose(fd);
+}
+
+static void sc_reuse(void)
+{
+	struct file *fa, *fb;
+	int i, a, b;
+
+	for (i = 0; i < 3; i++) {
+		int flags = O_WRONLY | (i ? O_APPEND : O_TRUNC);
+
+		a = open_file(&fa, "reuse_a.dat", flags);
+		ok(fa, OP_WRITE, write(a, buf, 1234 + i), "write");
+		xclose(a);
+		b = open_file(&fb, "reuse_b.dat", flags);
+		if (b != a)
+			fail("reuse_b.dat got fd %d, not reused fd %d", b, a);
+		ok(fb, OP_WRITE, write(b, buf, 4321 + i), "write");
+		xclose(b);
+	}
+}
+
+static void sc_rename(void)
+{
+	struct file *f;
+	int fd = open_file(&f, "renamed_before.dat", O_WRONLY | O_TRUNC);
+	char to[PATH_MAX];
+
+	ok(f, OP_WRITE, write(fd, buf, 3333), "write");
+	if (snprintf(to, sizeof(to), "%s/renamed_after.dat", dir) >= (int)sizeof(to))
+		fail("path too long");
+	if (rename(f->path, to))
+		die("rename");
+	strcpy(f->path, to);	/* expectations follow the file to its new name */
+	ok(f, OP_WRITE, write(fd, buf, 4444), "write");
+	xclose(fd);
+}
+
+static void sc_unlink(void)
+{
+	struct file *f;
+	int fd = open_file(&f, "unlinked.dat", O_WRONLY | O_TRUNC);
+
+	ok(f, OP_WRITE, write(fd, buf, 5555), "write");
+	if (unlink(f->path))
+		die("unlink");
+	f->deleted = true;
+	ok(f, OP_WRITE, write(fd, buf, 6666), "write");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	unlinked_fd = fd;	/* closed after the final wait */
+}
+
+static void sc_shortlived(void)
+{
+	struct file *f;
+	int fd = open_file(&f, "shortlived.dat", O_WRONLY | O_TRUNC);
+
+	ok(f, OP_WRITE, write(fd, buf, 2345), "write");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	xclose(fd);
+}
+
+static void sc_errors(void)
+{
+	struct file *f;
+	int p[2], ro, wr;
+
+	ro = open_file(&f, "errors.dat", O_RDONLY);
+	fails(f, write(ro, buf, 10), EBADF, "write");
+	fails(f, pwrite(ro, buf, 10, 0), EBADF, "pwrite64");
+	wr = open_file(&f, "errors.dat", O_WRONLY | O_TRUNC);
+	fails(f, pwrite(wr, buf, 10, -1), EINVAL, "pwrite64");
+	fails(f, read(wr, rbuf, 10), EBADF, "read");
+	ok(f, OP_WRITE, write(wr, buf, 99), "write");
+	close_fds((int[]){ ro, wr }, 2);
+
+	/* not a regular file: not expected anywhere */
+	if (pipe(p))
+		die("pipe");
+	if (fsync(p[1]) == 0 || errno != EINVAL)
+		fail("fsync on a pipe: expected EINVAL");
+	close_fds(p, 2);
+}
+
+/* Write to and read from non-files: must not show up in any file's numbers. */
+static void xfer(int wfd, int rfd, const void *src, size_t len, const char *what)
+{
+	char tmp[4096];
+
+	if (write(wfd, src, len) != (ssize_t)len)
+		fail("write to %s failed", what);
+	if (read(rfd, tmp, sizeof(tmp)) != (ssize_t)len)
+		fail("read from %s failed", what);
+}
+
+static void sc_nonfile(void)
+{
+	uint64_t one = 1;
+	int p[2], s[2], efd;
+
+	if (pipe(p))
+		die("pipe");
+	xfer(p[1], p[0], buf, 300, "pipe");
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, s))
+		die("socketpair");
+	xfer(s[0], s[1], buf, 400, "socket");
+	xfer(s[1], s[0], buf, 401, "socket");
+	efd = eventfd(0, 0);
+	if (efd < 0)
+		die("eventfd");
+	xfer(efd, efd, &one, sizeof(one), "eventfd");
+	close_fds((int[]){ p[0], p[1], s[0], s[1], efd }, 5);
+}
+
+/* ---- rate ---- */
+
+struct rate_thread {
+	pthread_t tid;
+	struct file *f;
+	int fd;
+	long long ops;
+	double rate;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_until(double t)
+{
+	struct timespec ts = { (time_t)t, (long)((t - (time_t)t) * 1e9) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+static void *rate_worker(void *arg)
+{
+	struct rate_thread *t = arg;
+	long long k = 0, j, batch = t->rate / 100;	/* ~100 clock checks/s */
+	double start = now();
+
+	batch = batch < 1 ? 1 : batch > 1000 ? 1000 : batch;
+	while (k < t->ops) {
+		for (j = 0; j < batch && k < t->ops; j++, k++)
+			ok(t->f, OP_WRITE, pwrite(t->fd, buf, env.size, (k % 256) * env.size),
+			   "pwrite64");
+		sleep_until(start + k / t->rate);
+	}
+	return NULL;
+}
+
+static void sc_rate(void)
+{
+	static struct rate_thread th[MAX_FILES / 2];
+	long long total = (long long)(env.rate * env.seconds + 0.5);
+	int i, T = env.threads, err;
+	char name[32];
+	double start;
+
+	for (i = 0; i < T; i++) {
+		if (T == 1)
+			snprintf(name, sizeof(name), "rate.dat");
+		else
+			snprintf(name, sizeof(name), "rate-%d.dat", i);
+		th[i].fd = open_file(&th[i].f, name, O_WRONLY | O_TRUNC);
+		th[i].ops = total / T + (i < total % T);
+		th[i].rate = env.rate / T;
+	}
+	start = now();
+	for (i = 0; i < T; i++)
+		if ((err = pthread_create(&th[i].tid, NULL, rate_worker, &th[i])))
+			die_err("pthread_create", err);
+	for (i = 0; i < T; i++)
+		if ((err = pthread_join(th[i].tid, NULL)))
+			die_err("pthread_join", err);
+	rate_elapsed = now() - start;
+	for (i = 0; i < T; i++)
+		xclose(th[i].fd);
+}
+
+/* ---- main ---- */
+
+static const struct scenario {
+	const char *name;
+	void (*fn)(void);
+	bool on_request;	/* not part of the default set */
+} scenarios[] = {
+#define SC(name) { #name, sc_##name, false }
+	SC(write), SC(pwrite), SC(writev), SC(pwritev), SC(pwritev2), SC(reads),
+	SC(sync), SC(aio), SC(uring), SC(odirect), SC(reuse), SC(rename),
+	SC(unlink), SC(shortlived), SC(errors), SC(nonfile),
+	{ "rate", sc_rate, true },
+#undef SC
+};
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			printf("\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			printf("\\u%04x", *s);
+		else
+			putchar(*s);
+	}
+	putchar('"');
+}
+
+static void print_json(void)
+{
+	const char *sep = "";
+	int i;
+
+	printf("{\"pid\": %d", getpid());
+	if (rate_elapsed >= 0)
+		printf(", \"elapsed_s\": %.6f", rate_elapsed);
+	printf(", \"files\": [");
+	for (i = 0; i < nr_files; i++) {
+		const struct file *f = &files[i];
+
+		printf("%s{\"path\": ", sep);
+		json_str(f->path);
+		printf(", \"deleted\": %s, \"write_bytes\": %lld, \"write_ops\": %lld, "
+		       "\"read_bytes\": %lld, \"read_ops\": %lld, \"fsync_ops\": %lld, "
+		       "\"fdatasync_ops\": %lld, \"sync_file_range_ops\": %lld, "
+		       "\"sync_ops\": %lld, \"errors\": %lld}",
+		       f->deleted ? "true" : "false", f->write_bytes, f->write_ops,
+		       f->read_bytes, f->read_ops, f->fsync_ops, f->fdatasync_ops,
+		       f->sfr_ops, f->fsync_ops + f->fdatasync_ops + f->sfr_ops, f->errors);
+		sep = ", ";
+	}
+	printf("]}\n");
+	if (fflush(stdout))
+		die("stdout");
+}
+
+/* Block until a line (or EOF) arrives on stdin; byte-wise so nothing is over-read. */
+static void wait_line(void)
+{
+	ssize_t ret;
+	char c;
+
+	while ((ret = read(0, &c, 1)) > 0 || (ret < 0 && errno == EINTR))
+		if (ret > 0 && c == '\n')
+			break;
+}
+
+static void __attribute__((noreturn)) usage(int code)
+{
+	FILE *out = code ? stderr : stdout;
+	size_t i;
+
+	fprintf(out, "usage: iogen --dir DIR [--scenario NAME]... [--wait]\n"
+		     "             [--rate N --seconds S [--size B] [--threads T]]\n"
+		     "scenarios:");
+	for (i = 0; i < ARRAY_SIZE(scenarios); i++)
+		fprintf(out, " %s", scenarios[i].name);
+	fprintf(out, "\n");
+	exit(code);
+}
+
+static double num_arg(const char *opt, const char *s, double min)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= min)) {
+		fprintf(stderr, "iogen: bad %s: %s\n", opt, s);
+		exit(2);
+	}
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "scenario", required_argument, NULL, 's' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "rate", required_argument, NULL, 'r' },
+		{ "seconds", required_argument, NULL, 'S' },
+		{ "size", required_argument, NULL, 'b' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	static char outbuf[1 << 16];
+	bool sel[ARRAY_SIZE(scenarios)] = { false }, any = false;
+	const char *dirarg = NULL;
+	struct stat st;
+	size_t i;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': dirarg = optarg; break;
+		case 'w': env.wait = true; break;
+		case 'r': env.rate = num_arg("--rate", optarg, 1e-9); break;
+		case 'S': env.seconds = num_arg("--seconds", optarg, 0); break;
+		case 'b': env.size = num_arg("--size", optarg, 1); break;
+		case 't': env.threads = num_arg("--threads", optarg, 1); break;
+		case 'h': usage(0);
+		case 's':
+			for (i = 0; i < ARRAY_SIZE(scenarios); i++)
+				if (!strcmp(optarg, scenarios[i].name))
+					break;
+			if (i == ARRAY_SIZE(scenarios)) {
+				fprintf(stderr, "iogen: unknown scenario: %s\n", optarg);
+				exit(2);
+			}
+			sel[i] = any = true;
+			break;
+		default: usage(2);
+		}
+	}
+	if (!dirarg || optind < argc)
+		usage(2);
+	if (!realpath(dirarg, dir) || stat(dir, &st))
+		c = errno;
+	else
+		c = S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+	if (c) {
+		fprintf(stderr, "iogen: --dir %s: %s\n", dirarg, strerror(c));
+		exit(2);
+	}
+	for (i = 0; i < ARRAY_SIZE(scenarios); i++) {
+		if (!any)	/* default: all but on-request; --rate alone means rate */
+			sel[i] = env.rate ? !strcmp(scenarios[i].name, "rate")
+					  : !scenarios[i].on_request;
+		if (sel[i] && scenarios[i].fn == sc_rate && !(env.rate && env.seconds)) {
+			fprintf(stderr, "iogen: rate needs --rate N --seconds S\n");
+			exit(2);
+		}
+	}
+	if (env.threads > MAX_FILES / 2 || env.size > BUF_SIZE) {
+		fprintf(stderr, "iogen: --threads/--size too large\n");
+		exit(2);
+	}
+	if (posix_memalign((void **)&buf, ALIGN, BUF_SIZE) ||
+	    posix_memalign((void **)&rbuf, ALIGN, BUF_SIZE))
+		fail("posix_memalign failed");
+	for (i = 0; i < BUF_SIZE; i++)
+		buf[i] = 'a' + i % 26;
+
+	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));	/* JSON line in one write() */
+	printf("{\"pid\": %d, \"ready\": true}\n", getpid());
+	if (fflush(stdout))
+		die("stdout");
+	if (env.wait)
+		wait_line();
+
+	for (i = 0; i < ARRAY_SIZE(scenarios); i++) {
+		if (!sel[i])
+			continue;
+		scen = scenarios[i].name;
+		scenarios[i].fn();
+	}
+	scen = "report";
+	print_json();
+	if (env.wait)
+		wait_line();
+	if (unlinked_fd >= 0)
+		xclose(unlinked_fd);
+	return 0;
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from traced import COUNTERS, IogenRun, run_iogen_traced
 
 pytestmark = pytest.mark.bpf

@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     top = sub.add_parser("top", help="per-file I/O of a running server, every interval")
     top.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
     top.add_argument("-i", "--interval", type=_positive_float, default=1.0, help="seconds between updates (default 1)")
-    top.add_argument("-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: run until Ctrl-C)")
+    top.add_argument(
+        "-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: run until Ctrl-C)"
+    )
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
     mode.add_argument("--json", action="store_true", help="one JSON object per interval, one per line")

@@ -174,7 +174,9 @@ class BpfMap:
                 None,
             )
             err = ctypes.get_errno() if rc else 0
-            out.extend((key_type.from_buffer_copy(keys[n]), value_type.from_buffer_copy(values[n])) for n in range(count.value))
+            out.extend(
+                (key_type.from_buffer_copy(keys[n]), value_type.from_buffer_copy(values[n])) for n in range(count.value)
+            )
             if rc and err != 0:
                 if err == 2:  # ENOENT: the whole map was walked
                     return out

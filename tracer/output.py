@@ -9,7 +9,9 @@ from typing import TextIO
 from mysqlio.model import Interval
 from mysqlio.units import human_bytes, human_rate
 
-TEXT_HEADER = f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
+TEXT_HEADER = (
+    f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
+)
 
 
 def write_json(interval: Interval, out: TextIO) -> None:

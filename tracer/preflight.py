@@ -32,4 +32,6 @@ def check_bpf_environment() -> None:
     if not has_bpf_privileges():
         raise UserError("tracing needs root (or CAP_BPF and CAP_PERFMON): run with sudo")
     if not os.path.exists(BTF_PATH):
-        raise UserError(f"this kernel exposes no BTF ({BTF_PATH} is missing); the eBPF backend needs CONFIG_DEBUG_INFO_BTF")
+        raise UserError(
+            f"this kernel exposes no BTF ({BTF_PATH} is missing); the eBPF backend needs CONFIG_DEBUG_INFO_BTF"
+        )

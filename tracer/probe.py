@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mysqlio import bpf_types as bt
-from mysqlio.libbpf import BpfObject, BpfMap
+from mysqlio.libbpf import BpfMap, BpfObject
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import psutil
 
 from mysqlio.errors import TargetGone, UserError
@@ -58,6 +57,3 @@ def tgid_of(pid: int) -> int:
     except OSError:
         pass
     return pid
-
-
-

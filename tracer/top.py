@@ -73,7 +73,9 @@ class _StopFlag:
         self.event.set()
 
 
-def run_top(options: TopOptions, out: TextIO = sys.stdout, emit: Callable[[Interval, TextIO], None] | None = None) -> int:
+def run_top(
+    options: TopOptions, out: TextIO = sys.stdout, emit: Callable[[Interval, TextIO], None] | None = None
+) -> int:
     from mysqlio.output import write_json, write_text
 
     emit = emit or (write_json if options.output == "json" else write_text)
@@ -83,7 +85,9 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout, emit: Callable[[Inter
         resolver = FileResolver(options.pid, probe.kernel_name)
         resolver.scan_fds()
         sampler = IntervalSampler(probe, resolver, options.pid)
-        print(f"mysqlio: tracing pid {options.pid} ({target.process_name(options.pid)}), Ctrl-C to stop", file=sys.stderr)
+        print(
+            f"mysqlio: tracing pid {options.pid} ({target.process_name(options.pid)}), Ctrl-C to stop", file=sys.stderr
+        )
         emitted = 0
         deadline = time.monotonic()
         while True:

@@ -1,0 +1,110 @@
+"""Bad input and unusable environments: one clear line on stderr, non-zero exit, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from traced import read_json_line, start_top
+
+MYSQLIO = [sys.executable, "-m", "mysqlio"]
+
+
+def run_cli(*args: str, user: str | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    cmd = [*MYSQLIO, *args]
+    if user is not None:
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) is needed to drop root"
+        cmd = [setpriv, f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def _free_pid() -> int:
+    pid = 4_000_000
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
+def test_nonexistent_pid() -> None:
+    pid = _free_pid()
+    assert_one_line_error(run_cli("top", "-p", str(pid), "-n", "1"), "no process", str(pid))
+
+
+@pytest.mark.parametrize("bad", ["abc", "-5", "0"])
+def test_malformed_pid(bad: str) -> None:
+    assert_one_line_error(run_cli("top", "-p", bad), "pid")
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "abc", "nan", "100000"])
+def test_bad_interval(bad: str) -> None:
+    assert_one_line_error(run_cli("top", "-p", str(os.getpid()), "-i", bad), "interval")
+
+
+def test_bad_count() -> None:
+    assert_one_line_error(run_cli("top", "-p", str(os.getpid()), "-n", "x"), "count")
+
+
+def test_unknown_command() -> None:
+    assert_one_line_error(run_cli("frobnicate"), "frobnicate")
+
+
+def test_not_root(tmp_path: Path) -> None:
+    # a process the unprivileged user may see: ourselves
+    proc = run_cli("top", "-p", str(os.getpid()), "-n", "1", user="65534")
+    assert_one_line_error(proc, "root")
+
+
+def test_missing_bpf_object(bpf_ready: None, tmp_path: Path) -> None:
+    env = {**os.environ, "MYSQLIO_BPF_OBJECT": str(tmp_path / "nothing.bpf.o")}
+    proc = subprocess.run(
+        [*MYSQLIO, "top", "-p", str(os.getpid()), "-n", "1"], capture_output=True, text=True, env=env, check=False
+    )
+    assert_one_line_error(proc, "make setup")
+
+
+@pytest.mark.bpf
+def test_pid_exits_mid_trace(bpf_ready: None) -> None:
+    """Traced process exits: the last interval is printed, then one line and exit 4."""
+    victim = subprocess.Popen(["sleep", "1.5"])
+    top = start_top(victim.pid, interval_s=0.3)
+    assert top.stdout is not None
+    read_json_line(top.stdout, 30, "mysqlio top")
+    victim.wait()
+    deadline = time.monotonic() + 20
+    while top.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert top.poll() is not None, "top kept running after its target exited"
+    stderr = top.stderr.read() if top.stderr else ""
+    assert top.returncode == 4
+    errors = [line for line in stderr.splitlines() if "tracing pid" not in line]
+    assert errors == [f"mysqlio: process {victim.pid} exited; stopped tracing"]
+
+
+@pytest.mark.bpf
+def test_json_count_prints_exactly_n_objects(bpf_ready: None) -> None:
+    proc = run_cli("top", "-p", str(os.getpid()), "--json", "-i", "0.2", "-n", "3")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        obj = json.loads(line)
+        assert set(obj) >= {"time", "interval_s", "pid", "lost_events", "files"}
+        assert obj["pid"] == os.getpid()
+        assert 0.1 < obj["interval_s"] < 1.0

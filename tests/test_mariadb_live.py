@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from traced import FileTotals, read_json_line, start_top, stop_top
 
 from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
+from traced import FileTotals, read_json_line, start_top, stop_top
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 
@@ -58,7 +58,7 @@ def _by_name(totals: FileTotals, datadir: str) -> dict[str, dict[str, int]]:
 
 
 def test_server_files_written_with_kinds(bpf_ready: None, loaded_server: tuple[str, MariaDB, Sysbench]) -> None:
-    backend, db, bench = loaded_server
+    _, db, bench = loaded_server
     totals = trace_during_load(db, bench, seconds=5)
     files = _by_name(totals, db.datadir)
     kinds = {str(Path(p).relative_to(db.datadir)): k for p, k in totals.kinds.items() if p.startswith(db.datadir)}

@@ -60,7 +60,22 @@ def build_parser() -> argparse.ArgumentParser:
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
     mode.add_argument("--json", action="store_true", help="one JSON object per interval, one per line")
+
+    demo = sub.add_parser("demo", help="start a throwaway MariaDB under a write load and run top on it")
+    demo.add_argument("-i", "--interval", type=_positive_float, default=1.0, help="seconds between updates (default 1)")
+    demo.add_argument(
+        "-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: until Ctrl-C)"
+    )
+    demo.add_argument("--json", action="store_true", help="JSON lines instead of text")
     return parser
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from mysqlio import preflight
+    from mysqlio.demo import run_demo
+
+    preflight.check_bpf_environment()
+    return run_demo(args.interval, args.count, "json" if args.json else "text")
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
@@ -84,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "top":
             return _cmd_top(args)
+        if args.command == "demo":
+            return _cmd_demo(args)
         raise UserError(f"unknown command {args.command}")
     except BpfError as exc:
         print(f"mysqlio: {exc}", file=sys.stderr)

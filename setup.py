@@ -24,7 +24,7 @@ setup(
     long_description=(HERE / "README.md").read_text() if (HERE / "README.md").exists() else "",
     long_description_content_type="text/markdown",
     license="GPL-2.0-or-later",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     packages=["mysqlio"],
     package_dir={"mysqlio": "tracer"},
     package_data={"mysqlio": ["bpf/*.bpf.o"]},

@@ -125,6 +125,14 @@ struct {
 	__type(value, struct file_name);
 } names SEC(".maps");
 
+/* names of the threads seen, for thread attribution after they exit */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct thread_name);
+} threads SEC(".maps");
+
 /* file_name is larger than the BPF stack allows */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -236,6 +244,7 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 {
 	struct file_op_key key = {};
 	struct file_op_stats *stats, fresh = {};
+	struct thread_name thread;
 	struct file_id id = {};
 	__u32 zero = 0;
 	void *active;
@@ -247,6 +256,7 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 		return;
 	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
 	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	key.tid = (__u32)bpf_get_current_pid_tgid();
 	key.op = op;
 	key.api = api;
 
@@ -262,6 +272,9 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 		id.ino = key.ino;
 		id.dev = key.dev;
 		remember_name(file, &id);
+		/* a thread's name can change (MySQL names its threads after start) */
+		bpf_get_current_comm(thread.comm, sizeof(thread.comm));
+		bpf_map_update_elem(&threads, &key.tid, &thread, BPF_ANY);
 	}
 	if (ret < 0) {
 		__sync_fetch_and_add(&stats->errors, 1);

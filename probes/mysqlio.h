@@ -6,6 +6,8 @@
 
 #define MAX_FILE_OPS 16384 /* (file, op, api) rows per interval */
 #define MAX_NAMES 16384    /* files whose dentry path is remembered */
+#define MAX_THREADS 16384  /* thread names remembered */
+#define COMM_LEN 16
 #define MAX_INFLIGHT 16384 /* threads inside a traced syscall at once */
 #define MAX_IOCBS 64       /* iocbs walked per io_submit */
 #define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
@@ -26,14 +28,21 @@ enum mio_api {
 	MIO_API_IO_URING = 2,
 };
 
-/* One row of the per-interval aggregate. dev is the kernel's dev_t
+/* One row of the per-interval aggregate: a file, the thread that asked,
+ * the operation and the API that carried it. dev is the kernel's dev_t
  * (major << 20 | minor), not the userspace st_dev encoding. */
 struct file_op_key {
 	__u64 ino;
 	__u32 dev;
+	__u32 tid;
 	__u8 op;
 	__u8 api;
 	__u16 pad;
+	__u32 pad2;
+};
+
+struct thread_name {
+	char comm[COMM_LEN];
 };
 
 struct file_op_stats {

@@ -30,10 +30,16 @@ class FileOpKey(ctypes.Structure):
     _fields_ = [
         ("ino", ctypes.c_uint64),
         ("dev", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
         ("op", ctypes.c_uint8),
         ("api", ctypes.c_uint8),
         ("pad", ctypes.c_uint16),
+        ("pad2", ctypes.c_uint32),
     ]
+
+
+class ThreadName(ctypes.Structure):
+    _fields_ = [("comm", ctypes.c_char * 16)]
 
 
 class FileOpStats(ctypes.Structure):

@@ -1,8 +1,9 @@
-"""What one interval of tracing found, per file: the data every output renders."""
+"""What one interval of tracing found, per file and per thread: the data every output renders."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,15 +12,22 @@ from mysqlio.classify import classify
 from mysqlio.probe import FileIdentity, OpCount
 from mysqlio.resolve import FileResolver
 
+COUNTER_FIELDS = (
+    "write_bytes",
+    "write_ops",
+    "read_bytes",
+    "read_ops",
+    "fsync_ops",
+    "fdatasync_ops",
+    "sync_file_range_ops",
+    "errors",
+)
+
 
 @dataclass
-class FileActivity:
-    """Counts of one file over one interval."""
+class Counts:
+    """Bytes, requests and errors of some set of requests."""
 
-    file: FileIdentity
-    path: str
-    kind: str
-    deleted: bool = False
     write_bytes: int = 0
     write_ops: int = 0
     read_bytes: int = 0
@@ -51,6 +59,45 @@ class FileActivity:
         else:
             self.sync_file_range_ops += row.ops
 
+    def merge(self, other: Counts) -> None:
+        for name in COUNTER_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.apis |= other.apis
+
+    def counters_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "write_bytes": self.write_bytes,
+            "write_ops": self.write_ops,
+            "read_bytes": self.read_bytes,
+            "read_ops": self.read_ops,
+            "sync_ops": self.sync_ops,
+        }
+        out.update({name: getattr(self, name) for name in COUNTER_FIELDS[4:]})
+        out["apis"] = sorted(self.apis)
+        return out
+
+
+@dataclass(kw_only=True)
+class ThreadActivity(Counts):
+    """One thread's share of a file's requests (or of all files)."""
+
+    tid: int
+    name: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tid": self.tid, "name": self.name, **self.counters_json()}
+
+
+@dataclass(kw_only=True)
+class FileActivity(Counts):
+    """Counts of one file over one interval, and which threads made them."""
+
+    file: FileIdentity
+    path: str
+    kind: str
+    deleted: bool = False
+    threads: dict[int, ThreadActivity] = field(default_factory=dict)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -58,16 +105,8 @@ class FileActivity:
             "deleted": self.deleted,
             "dev": f"{os.major(self.file.dev)}:{os.minor(self.file.dev)}",
             "ino": self.file.ino,
-            "write_bytes": self.write_bytes,
-            "write_ops": self.write_ops,
-            "read_bytes": self.read_bytes,
-            "read_ops": self.read_ops,
-            "sync_ops": self.sync_ops,
-            "fsync_ops": self.fsync_ops,
-            "fdatasync_ops": self.fdatasync_ops,
-            "sync_file_range_ops": self.sync_file_range_ops,
-            "errors": self.errors,
-            "apis": sorted(self.apis),
+            **self.counters_json(),
+            "threads": [t.to_json() for t in sorted(self.threads.values(), key=_busiest)],
         }
 
 
@@ -93,14 +132,24 @@ class Interval:
         }
 
 
-def aggregate(rows: list[OpCount], resolver: FileResolver) -> list[FileActivity]:
-    """Fold (file, op, api) rows into one FileActivity per file, busiest writer first."""
+def _busiest(c: Counts) -> tuple[int, int, int]:
+    return (-c.write_bytes, -c.read_bytes, -c.sync_ops)
+
+
+def aggregate(rows: list[OpCount], resolver: FileResolver, thread_name: Callable[[int], str]) -> list[FileActivity]:
+    """Fold (file, thread, op, api) rows into one FileActivity per file, busiest writer first."""
     by_file: dict[FileIdentity, FileActivity] = {}
     for row in rows:
         activity = by_file.get(row.file)
         if activity is None:
             resolved = resolver.resolve(row.file)
-            activity = FileActivity(row.file, resolved.path, classify(resolved.path), resolved.deleted)
+            activity = FileActivity(
+                file=row.file, path=resolved.path, kind=classify(resolved.path), deleted=resolved.deleted
+            )
             by_file[row.file] = activity
         activity.add(row)
-    return sorted(by_file.values(), key=lambda a: (-a.write_bytes, -a.read_bytes, a.path))
+        thread = activity.threads.get(row.tid)
+        if thread is None:
+            thread = activity.threads[row.tid] = ThreadActivity(tid=row.tid, name=thread_name(row.tid))
+        thread.add(row)
+    return sorted(by_file.values(), key=lambda a: (*_busiest(a), a.path))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mysqlio import bpf_types as bt
-from mysqlio.libbpf import BpfMap, BpfObject
+from mysqlio.libbpf import BpfObject
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 
@@ -45,6 +45,7 @@ class OpCount:
     """What one (file, op, api) row of the kernel map held for an interval."""
 
     file: FileIdentity
+    tid: int
     op: bt.Op
     api: bt.Api
     bytes: int
@@ -75,12 +76,14 @@ class IoProbe:
         self._maps = [self._obj.map("stats_a"), self._obj.map("stats_b")]
         self._active = 0
         self._names = self._obj.map("names")
+        self._threads = self._obj.map("threads")
 
     def _check_layout(self) -> None:
         """Fail loudly if probes/mysqlio.h and bpf_types.py disagree."""
         expected = {
             "stats_a": (bt.FileOpKey, bt.FileOpStats),
             "names": (bt.FileId, bt.FileName),
+            "threads": (ctypes.c_uint32, bt.ThreadName),
         }
         for name, (key_t, value_t) in expected.items():
             m = self._obj.map(name)
@@ -105,13 +108,16 @@ class IoProbe:
             return None
         return _kernel_name(raw)
 
+    def thread_name(self, tid: int) -> str | None:
+        """The thread's name when it last started a row (it may have exited since)."""
+        raw = bt.ThreadName()
+        if not self._threads.lookup(ctypes.c_uint32(tid), raw):
+            return None
+        return raw.comm.decode(errors="replace")
+
     def forget_name(self, file: FileIdentity) -> None:
         """Let the kernel walk the file's path again at its next request."""
         self._names.delete(file.kernel_key())
-
-    @property
-    def names_map(self) -> BpfMap:
-        return self._names
 
     def close(self) -> None:
         self._obj.close()
@@ -126,6 +132,7 @@ class IoProbe:
 def _op_count(key: bt.FileOpKey, value: bt.FileOpStats) -> OpCount:
     return OpCount(
         file=FileIdentity.from_kernel(key.dev, key.ino),
+        tid=key.tid,
         op=bt.Op(key.op),
         api=bt.Api(key.api),
         bytes=value.bytes,

@@ -57,3 +57,12 @@ def tgid_of(pid: int) -> int:
     except OSError:
         pass
     return pid
+
+
+def thread_name(pid: int, tid: int) -> str:
+    """A thread's current name (comm), or "?" once it has exited."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"

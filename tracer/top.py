@@ -34,13 +34,22 @@ class IntervalSampler:
         self._pid = pid
         self._last_drops = probe.drops().as_dict()
         self._last_time = time.monotonic()
+        self._thread_names: dict[int, str] = {}
+
+    def _thread_name(self, tid: int) -> str:
+        name = self._thread_names.get(tid)
+        if name is None:
+            name = self._probe.thread_name(tid) or target.thread_name(self._pid, tid)
+            self._thread_names[tid] = name
+        return name
 
     def sample(self) -> Interval:
         rows = self._probe.drain()
+        self._thread_names.clear()  # tids are reused and threads rename themselves
         now = time.monotonic()
         drops = self._probe.drops().as_dict()
         delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
-        files = aggregate(rows, self._resolver)
+        files = aggregate(rows, self._resolver, self._thread_name)
         for activity in files:
             # the next request walks the path again: renames stay visible
             self._probe.forget_name(activity.file)

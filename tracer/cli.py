@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from mysqlio import __version__
 from mysqlio.errors import BpfError, UserError
+from mysqlio.kinds import KINDS
+from mysqlio.view import GROUPS, SORT_KEYS, Filters
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,6 +49,21 @@ def _pid(text: str) -> int:
     return value
 
 
+def _kinds(text: str) -> frozenset[str]:
+    kinds = frozenset(k.strip() for k in text.split(",") if k.strip())
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown kind {', '.join(sorted(unknown))}; kinds: {', '.join(KINDS)}")
+    return kinds
+
+
+def _regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mysqlio", description="Which files mysqld writes, reads and syncs, second by second.")
     parser.add_argument("--version", action="version", version=f"mysqlio {__version__}")
@@ -57,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument(
         "-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: run until Ctrl-C)"
     )
+    top.add_argument(
+        "--group", choices=GROUPS, default="file", help="one row per file (default), kind, table or thread"
+    )
+    top.add_argument("--sort", choices=list(SORT_KEYS), default="write", help="sort column of the live screen")
+    top.add_argument(
+        "--kind", type=_kinds, default=frozenset(), help="only these kinds (comma-separated, e.g. redo,binlog)"
+    )
+    top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
     mode.add_argument("--json", action="store_true", help="one JSON object per interval, one per line")
@@ -85,11 +111,20 @@ def _cmd_top(args: argparse.Namespace) -> int:
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
     preflight.check_bpf_environment()
+    if args.json:
+        output = "json"
+    elif args.batch or not (sys.stdout.isatty() and sys.stdin.isatty()):
+        output = "text"
+    else:
+        output = "live"
     options = TopOptions(
         pid=target.tgid_of(pid),
         interval_s=args.interval,
         count=args.count,
-        output="json" if args.json else "text",
+        output=output,
+        group=args.group,
+        sort=args.sort,
+        filters=Filters(kinds=args.kind, match=args.match),
     )
     return run_top(options)
 

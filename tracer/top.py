@@ -6,15 +6,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
+
+from rich.console import Console
 
 from mysqlio import target
 from mysqlio.errors import TargetGone
+from mysqlio.live import LiveScreen, cbreak, render_totals
 from mysqlio.model import Interval, aggregate
+from mysqlio.output import write_json, write_text
 from mysqlio.probe import IoProbe
 from mysqlio.resolve import FileResolver
+from mysqlio.view import Filters, ScreenState
 
 
 @dataclass
@@ -22,7 +26,10 @@ class TopOptions:
     pid: int
     interval_s: float = 1.0
     count: int = 0  # 0 = until interrupted or the process exits
-    output: str = "text"  # "text" | "json"
+    output: str = "text"  # "text" | "json" | "live"
+    group: str = "file"
+    sort: str = "write"
+    filters: Filters = field(default_factory=Filters)
 
 
 class IntervalSampler:
@@ -82,32 +89,57 @@ class _StopFlag:
         self.event.set()
 
 
-def run_top(
-    options: TopOptions, out: TextIO = sys.stdout, emit: Callable[[Interval, TextIO], None] | None = None
-) -> int:
-    from mysqlio.output import write_json, write_text
+class StreamSink:
+    """Non-interactive output: one JSON line or one text block per interval."""
 
-    emit = emit or (write_json if options.output == "json" else write_text)
+    def __init__(self, out: TextIO, output: str, filters: Filters, stop: threading.Event) -> None:
+        self._out = out
+        self._write = write_json if output == "json" else write_text
+        self._filters = filters
+        self._stop = stop
+        self.quit = False
+
+    def emit(self, interval: Interval) -> None:
+        interval.files = [f for f in interval.files if self._filters.keep(f)]
+        self._write(interval, self._out)
+
+    def wait(self, timeout_s: float) -> None:
+        self._stop.wait(max(0.0, timeout_s))
+
+
+def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     stop = _StopFlag()
     stop.install()
     with IoProbe(options.pid) as probe:
         resolver = FileResolver(options.pid, probe.kernel_name)
         resolver.scan_fds()
         sampler = IntervalSampler(probe, resolver, options.pid)
-        print(
-            f"mysqlio: tracing pid {options.pid} ({target.process_name(options.pid)}), Ctrl-C to stop", file=sys.stderr
-        )
-        emitted = 0
-        deadline = time.monotonic()
-        while True:
-            deadline += options.interval_s
-            stop.event.wait(max(0.0, deadline - time.monotonic()))
-            alive = target.is_alive(options.pid)
-            emit(sampler.sample(), out)
-            emitted += 1
-            if stop.event.is_set():
-                return 0
-            if options.count and emitted >= options.count:
-                return 0
-            if not alive:
-                raise TargetGone(f"process {options.pid} exited; stopped tracing")
+        name = target.process_name(options.pid)
+        if options.output != "live":
+            print(f"mysqlio: tracing pid {options.pid} ({name}), Ctrl-C to stop", file=sys.stderr)
+            return _loop(options, sampler, StreamSink(out, options.output, options.filters, stop.event), stop)
+        state = ScreenState(options.group, options.sort, options.filters)
+        console = Console()
+        try:
+            with cbreak(sys.stdin.fileno()), LiveScreen(state, options.pid, name, None, console) as screen:
+                return _loop(options, sampler, screen, stop)
+        finally:
+            console.print(render_totals(state, None))
+
+
+def _loop(options: TopOptions, sampler: IntervalSampler, sink: StreamSink | LiveScreen, stop: _StopFlag) -> int:
+    emitted = 0
+    deadline = time.monotonic()
+    while True:
+        deadline += options.interval_s
+        while not stop.event.is_set() and not sink.quit and time.monotonic() < deadline:
+            sink.wait(deadline - time.monotonic())
+        alive = target.is_alive(options.pid)
+        sink.emit(sampler.sample())
+        emitted += 1
+        if stop.event.is_set() or sink.quit:
+            return 0
+        if options.count and emitted >= options.count:
+            return 0
+        if not alive:
+            raise TargetGone(f"process {options.pid} exited; stopped tracing")

@@ -24,3 +24,18 @@ def human_rate(n: float) -> str:
     if n >= 100 or n == int(n):
         return f"{n:.0f}"
     return f"{n:.1f}"
+
+
+def printable(text: str) -> str:
+    """A file name made safe for a terminal: control characters and undecodable
+    bytes become visible escapes, so a hostile name cannot move the cursor."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+            out.append(f"\\x{code:02x}")
+        elif 0xDC80 <= code <= 0xDCFF:  # surrogateescape'd byte
+            out.append(f"\\x{code - 0xDC00:02x}")
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -1,0 +1,123 @@
+"""The interactive screen of `top`: rich Live redrawn once per interval, keys, totals on exit."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import termios
+import tty
+from collections.abc import Iterator
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from mysqlio.model import Interval
+from mysqlio.render import Header, render_screen
+from mysqlio.units import human_bytes, printable
+from mysqlio.view import GROUPS, SORT_KEYS, Row, ScreenState
+
+HELP = "q quit · s sort · g group"
+
+
+@contextlib.contextmanager
+def cbreak(fd: int) -> Iterator[None]:
+    """Single keys without Enter; Ctrl-C still raises SIGINT."""
+    old = termios.tcgetattr(fd)
+    try:
+        tty.setcbreak(fd)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, old)
+
+
+class LiveScreen:
+    """A sink for intervals that draws the full-screen table and reads keys."""
+
+    def __init__(self, state: ScreenState, pid: int, server: str, datadir: str | None, console: Console) -> None:
+        self.state = state
+        self.pid = pid
+        self.server = server
+        self.datadir = datadir
+        self.console = console
+        self.quit = False
+        self._rows: list[Row] = []
+        self._last: Interval | None = None
+        self._live = Live(console=console, screen=True, auto_refresh=False, transient=True)
+
+    def __enter__(self) -> LiveScreen:
+        self._live.__enter__()
+        self._live.update(Text(f"mysqlio top: tracing pid {self.pid}, first update in one interval… ({HELP})"))
+        self._live.refresh()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(None, None, None)
+
+    def emit(self, interval: Interval) -> None:
+        self._last = interval
+        self._rows = self.state.update(interval)
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._last is None:
+            return
+        secs = self._last.interval_s or 1.0
+        header = Header(
+            pid=self.pid,
+            server=self.server,
+            elapsed_s=self.state.elapsed_s,
+            interval_s=round(secs, 2),
+            write_bps=sum(f.write_bytes for f in self._last.files) / secs,
+            read_bps=sum(f.read_bytes for f in self._last.files) / secs,
+            sync_ps=sum(f.sync_ops for f in self._last.files) / secs,
+            lost_events=self.state.lost_events,
+            group=self.state.group,
+            sort=self.state.sort,
+            datadir=self.datadir,
+        )
+        size = self.console.size
+        self._live.update(render_screen(header, self._rows, size.width, size.height))
+        self._live.refresh()
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep up to timeout_s, handling keys as they come."""
+        fd = sys.stdin.fileno()
+        ready, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
+        if not ready:
+            return
+        key = os.read(fd, 1).decode(errors="ignore")
+        if key in ("q", "Q"):
+            self.quit = True
+        elif key == "s":
+            keys = list(SORT_KEYS)
+            self.state.sort = keys[(keys.index(self.state.sort) + 1) % len(keys)]
+            self._rows = self.state.sorted(self._rows)
+            self._draw()
+        elif key == "g":
+            self.state.regroup(GROUPS[(GROUPS.index(self.state.group) + 1) % len(GROUPS)])
+
+
+def render_totals(state: ScreenState, datadir: str | None) -> Table:
+    """Whole-session totals per file, printed when top exits."""
+    table = Table(title=f"mysqlio: session totals over {state.elapsed_s:.1f} s", box=None, header_style="bold")
+    for title in ("kind", "written", "wops", "syncs", "read", "rops", "path"):
+        table.add_column(title, justify="left" if title in ("kind", "path") else "right", no_wrap=True)
+    ordered = sorted(state.totals.values(), key=lambda t: (-t[2].write_bytes, -t[2].read_bytes, t[0]))
+    for path, kind, c in ordered:
+        shown = path[len(datadir.rstrip("/")) + 1 :] if datadir and path.startswith(datadir.rstrip("/") + "/") else path
+        table.add_row(
+            kind,
+            human_bytes(c.write_bytes),
+            str(c.write_ops),
+            str(c.sync_ops),
+            human_bytes(c.read_bytes),
+            str(c.read_ops),
+            printable(shown),
+        )
+    if state.lost_events:
+        table.caption = f"lost events: {state.lost_events}"
+    return table

@@ -1,0 +1,122 @@
+"""Pure rendering: screen data in, a rich renderable out (snapshot-tested)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from mysqlio.units import human_bytes, human_rate, printable
+from mysqlio.view import Row
+
+SPARK = "▁▂▃▄▅▆▇█"
+WIDE = 120  # from this width on, a sparkline column is shown
+
+
+@dataclass(frozen=True)
+class Header:
+    pid: int
+    server: str  # e.g. "MariaDB 10.11.19" or the process name
+    elapsed_s: float
+    interval_s: float
+    write_bps: float
+    read_bps: float
+    sync_ps: float
+    lost_events: int
+    group: str
+    sort: str
+    datadir: str | None = None
+    banner: str | None = None
+
+
+def sparkline(values: list[float], width: int) -> str:
+    """The last `width` values as block characters scaled to their maximum."""
+    values = values[-width:]
+    peak = max(values, default=0.0)
+    if peak <= 0:
+        return " " * (width - len(values)) + SPARK[0] * len(values)
+    chars = [SPARK[min(len(SPARK) - 1, int(v / peak * (len(SPARK) - 1) + 0.5))] if v > 0 else " " for v in values]
+    return " " * (width - len(values)) + "".join(chars)
+
+
+def shorten(path: str, datadir: str | None, width: int) -> str:
+    """Path relative to the datadir, cut from the left to fit width."""
+    if datadir and path.startswith(datadir.rstrip("/") + "/"):
+        path = path[len(datadir.rstrip("/")) + 1 :]
+    path = printable(path)
+    if len(path) > width > 1:
+        return "…" + path[-(width - 1) :]
+    return path
+
+
+def render_header(h: Header) -> Text:
+    text = Text()
+    text.append(f"mysqlio top  pid {h.pid}  {printable(h.server)}", style="bold")
+    text.append(f"  up {_duration(h.elapsed_s)}  every {h.interval_s:g}s\n")
+    text.append(f"write {human_bytes(h.write_bps)}/s  read {human_bytes(h.read_bps)}/s  sync {human_rate(h.sync_ps)}/s")
+    text.append("  lost ")
+    text.append(str(h.lost_events), style="bold red" if h.lost_events else "green")
+    text.append(f"  group {h.group}  sort {h.sort}", style="dim")
+    return text
+
+
+# (header, width, cell) per numeric column; "narrow" ones are kept below NARROW columns
+_COLUMNS: list[tuple[str, int, bool, Callable[[Row], str]]] = [
+    ("write/s", 9, True, lambda r: human_bytes(r.write_bps)),
+    ("wops/s", 6, True, lambda r: human_rate(r.write_ops_ps)),
+    ("avg wr", 8, False, lambda r: human_bytes(r.avg_write) if r.avg_write else "-"),
+    ("sync/s", 6, True, lambda r: human_rate(r.sync_ps)),
+    ("read/s", 9, True, lambda r: human_bytes(r.read_bps)),
+    ("rops/s", 6, False, lambda r: human_rate(r.read_ops_ps)),
+]
+KIND_WIDTH = 12
+NARROW = 100
+
+
+def render_table(rows: list[Row], width: int, datadir: str | None = None, group: str = "file") -> Table:
+    """The per-row table, columns chosen to fit `width` terminal columns."""
+    columns = [c for c in _COLUMNS if width >= NARROW or c[2]]
+    spark_width = min(60, width - 100) if width >= WIDE else 0
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", padding=(0, 1, 0, 0))
+    table.add_column("kind", no_wrap=True, width=KIND_WIDTH)
+    for title, col_width, _, _ in columns:
+        table.add_column(title, justify="right", no_wrap=True, width=col_width)
+    if spark_width:
+        table.add_column("writes, last 60 s", no_wrap=True, width=spark_width)
+    used = KIND_WIDTH + sum(c[1] for c in columns) + spark_width + len(columns) + 2 + (1 if spark_width else 0)
+    name_width = max(10, width - used - 1)
+    table.add_column("path" if group == "file" else group, no_wrap=True, width=name_width)
+    for row in rows:
+        cells = [Text(row.kind[:KIND_WIDTH])]
+        cells += [Text(cell(row)) for _, _, _, cell in columns]
+        if spark_width:
+            cells.append(Text(sparkline(row.history, spark_width), style="cyan"))
+        label = shorten(row.label, datadir, name_width) if group == "file" else printable(row.label)[:name_width]
+        cells.append(Text(label))
+        table.add_row(*cells, style=_fade(row.quiet_for))
+    return table
+
+
+def render_screen(header: Header, rows: list[Row], width: int, height: int | None = None) -> Group:
+    """Header, optional burst banner, and as many rows as the height allows."""
+    parts: list[Text | Table] = [render_header(header)]
+    if header.banner:
+        parts.append(Text(printable(header.banner), style="bold yellow"))
+    if height is not None:
+        rows = rows[: max(1, height - len(parts) - 3)]
+    parts.append(render_table(rows, width, header.datadir, header.group))
+    return Group(*parts)
+
+
+def _fade(quiet_for: int) -> str:
+    if quiet_for == 0:
+        return ""
+    return "dim" if quiet_for < 3 else "dim italic"
+
+
+def _duration(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(seconds))

@@ -104,8 +104,10 @@ class LiveScreen:
 def render_totals(state: ScreenState, datadir: str | None) -> Table:
     """Whole-session totals per file, printed when top exits."""
     table = Table(title=f"mysqlio: session totals over {state.elapsed_s:.1f} s", box=None, header_style="bold")
-    for title in ("kind", "written", "wops", "syncs", "read", "rops", "path"):
-        table.add_column(title, justify="left" if title in ("kind", "path") else "right", no_wrap=True)
+    for title in ("kind", "written", "wops", "syncs", "read", "rops"):
+        table.add_column(title, justify="left" if title == "kind" else "right", no_wrap=True, min_width=len(title))
+    # a long path wraps rather than squeezing the numbers
+    table.add_column("path", overflow="fold", ratio=1)
     ordered = sorted(state.totals.values(), key=lambda t: (-t[2].write_bytes, -t[2].read_bytes, t[0]))
     for path, kind, c in ordered:
         shown = path[len(datadir.rstrip("/")) + 1 :] if datadir and path.startswith(datadir.rstrip("/") + "/") else path

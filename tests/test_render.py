@@ -1,0 +1,95 @@
+"""Snapshot tests of the screen: pure rendering into an 80- and a 160-column console."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mysqlio.bpf_types import Api, Op
+from mysqlio.model import FileActivity, Interval, ThreadActivity
+from mysqlio.probe import FileIdentity, OpCount
+from mysqlio.render import Header, render_screen, sparkline
+from mysqlio.view import FADE_INTERVALS, ScreenState
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+DATADIR = "/var/lib/mysql"
+
+
+def _file(ino: int, name: str, kind: str, wbytes: int, wops: int, syncs: int = 0, tid: int = 100) -> FileActivity:
+    f = FileActivity(file=FileIdentity(2049, ino), path=f"{DATADIR}/{name}", kind=kind)
+    for op, count, nbytes in ((Op.WRITE, wops, wbytes), (Op.FDATASYNC, syncs, 0)):
+        if count:
+            row = OpCount(f.file, tid, op, Api.IO_URING, nbytes, count, 0)
+            f.add(row)
+            f.threads.setdefault(tid, ThreadActivity(tid=tid, name="mariadbd")).add(row)
+    return f
+
+
+def _interval(files: list[FileActivity], lost: int = 0) -> Interval:
+    return Interval(time=0.0, interval_s=1.0, pid=4242, lost_events=lost, drops={}, files=files)
+
+
+def _screen(width: int, lost: int = 0) -> str:
+    state = ScreenState()
+    base = [
+        _file(11, "ib_logfile0", "redo", 1_400_000, 213, 213),
+        _file(12, "sbtest/sbtest1.ibd", "table", 1_048_576, 64, 1),
+        _file(13, "ibdata1", "system", 1_048_576, 64, 1),
+        _file(14, "mysql-bin.000001", "binlog", 167_000, 210, 210),
+        _file(15, "sbtest/#sql-ib51-2938.ibd\x1b[2J", "alter", 4096, 1),
+    ]
+    for _ in range(3):
+        rows = state.update(_interval(base))
+    rows = state.update(_interval(base[:4], lost))  # the alter table went quiet: it fades
+    header = Header(4242, "MariaDB 10.11.19", 4.0, 1.0, 3.6e6, 0.0, 425, lost, "file", "write", DATADIR)
+    console = Console(width=width, force_terminal=True, color_system=None, record=True, legacy_windows=False)
+    console.print(render_screen(header, rows, width))
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_screen_snapshot(width: int) -> None:
+    text = _screen(width)
+    snap = SNAPSHOTS / f"top_{width}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        snap.write_text(text)
+    assert text == snap.read_text()
+    assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_hostile_file_name_cannot_reach_the_terminal() -> None:
+    text = _screen(160)
+    assert "\x1b" not in text
+    assert "\\x1b[2J" in text
+
+
+def test_quiet_rows_fade_then_go() -> None:
+    state = ScreenState()
+    state.update(_interval([_file(1, "a", "table", 100, 1), _file(2, "b", "table", 100, 1)]))
+    for n in range(1, FADE_INTERVALS + 1):
+        rows = state.update(_interval([_file(1, "a", "table", 100, 1)]))
+        assert [r.quiet_for for r in rows] == [0, n]
+    rows = state.update(_interval([_file(1, "a", "table", 100, 1)]))
+    assert [r.label for r in rows] == [f"{DATADIR}/a"]
+
+
+def test_group_by_kind_and_thread_sum_rates() -> None:
+    files = [_file(1, "a.ibd", "table", 100, 1, tid=7), _file(2, "b.ibd", "table", 50, 2, tid=8)]
+    by_kind = ScreenState(group="kind").update(_interval(files))
+    assert [(r.label, r.write_bps, r.write_ops_ps) for r in by_kind] == [("table", 150.0, 3.0)]
+    by_thread = ScreenState(group="thread").update(_interval(files))
+    assert sorted((r.label, r.write_bps) for r in by_thread) == [("mariadbd [7]", 100.0), ("mariadbd [8]", 50.0)]
+
+
+def test_sort_by_sync() -> None:
+    files = [_file(1, "a", "table", 900, 1, syncs=1), _file(2, "b", "redo", 10, 1, syncs=50)]
+    rows = ScreenState(sort="sync").update(_interval(files))
+    assert [r.kind for r in rows] == ["redo", "table"]
+
+
+def test_sparkline_scales_to_peak() -> None:
+    assert sparkline([0.0, 1.0, 2.0, 4.0], 6) == "   ▃▅█"
+    assert sparkline([], 3) == "   "

@@ -1,12 +1,38 @@
-"""Name the kind of a file mysqld touches from its path (first cut).
+"""Name the kind of a file mysqld touches, and the table of a data file.
 
-Patterns follow the file names of MySQL 5.5 - 8.4 and MariaDB 10.x / 11.x
-(see docs/architecture.md). Anything not matched is "other": never guessed.
+`classify(path)` uses basename rules for the file names of MySQL 5.5 - 8.4,
+Percona and MariaDB 10.x / 11.x (docs/architecture.md). `Classifier(layout)`
+first applies the server's own layout (`mysqlio.layout.ServerLayout`): the
+configured error / slow / general log, binlog and relay-log basenames and
+indexes, InnoDB data and temp files, the Percona doublewrite file; then the
+basename rules; a file still unknown that sits directly in a tmpdir is "tmp".
+The InnoDB directories add no rule: InnoDB's names in them are fixed and the
+basename rules know them.
+
+Kinds (KINDS): redo, doublewrite, system, undo, temp, alter, table, binlog,
+binlog_index, binlog_gtid_index (MariaDB 11.4+ `*.NNNNNN.idx`), relay_log,
+relay_index, replication_info, aria, myisam, ddl_log, tc_log (`tc.log`, the
+XA coordinator log), error_log, slow_log, general_log, server_log, tmp, other.
+Server logs by basename: `*.err`, `[*-]error.log` are error_log; `[*-]slow[-*].log`
+slow_log; `[*-]general[-*].log` general_log (`-` or `_`); any other
+`*.log` is server_log (a server log, which one is not knowable from the
+name: the general log's default is `<host>.log`, RHEL's error log
+`mysqld.log`). Anything else unmatched is "other": never guessed.
+
+`Classifier.table()` names `<datadir>/<schema>/<table>.{ibd,MYD,MYI,MAD,MAI}`
+as `schema.table`, undoing MySQL's file-name encoding (`@XXXX` hex code points,
+`@@@` empty; its two-letter codes for accented letters, e.g. `@0G`, are kept as
+written). Partitions `t#p#p0[#sp#s0]` (any case) read `schema.t (p0)` /
+`schema.t (p0, s0)`, or `schema.t` with fold_partitions=True.
 """
 
 from __future__ import annotations
 
+import os
 import re
+
+from mysqlio.kinds import KINDS as KINDS  # re-exported: the one list of kind names
+from mysqlio.layout import ServerLayout
 
 # (kind, regex on the basename), first match wins
 _BASENAME_RULES: list[tuple[str, re.Pattern[str]]] = [
@@ -30,23 +56,117 @@ _BASENAME_RULES: list[tuple[str, re.Pattern[str]]] = [
         ("binlog_index", r"^binlog\.index$"),
         ("binlog", r"^.+-bin\.\d{6}$"),
         ("binlog", r"^binlog\.\d{6}$"),
-        ("replication_info", r"^(master|relay-log|multi-master)\.info$"),
+        ("binlog_gtid_index", r"^(.+-bin|binlog)\.\d{6}\.idx$"),
+        ("replication_info", r"^(master|relay-log)(-.+)?\.info$"),
+        ("replication_info", r"^multi-master\.info$"),
+        ("replication_info", r"^worker-relay-log\.info\.\d+$"),
         ("aria", r"^aria_log(\.\d{8}|_control)$"),
         ("aria", r"^.+\.MA[ID]$"),
         ("myisam", r"^.+\.MY[ID]$"),
         ("ddl_log", r"^(ddl_recovery|ddl_log)\.log$"),
-        ("server_log", r"^.+\.(err|log)$"),
+        ("tc_log", r"^tc\.log$"),
+        ("error_log", r"^.+\.err$"),
+        ("error_log", r"^(.+[-_])?error\.log$"),
+        ("slow_log", r"^(.+[-_])?slow([-_].+)?\.log$"),
+        ("general_log", r"^(.+[-_])?general([-_].+)?\.log$"),
+        ("server_log", r"^.+\.log$"),
         ("tmp", r"^#sql.*$"),
         ("tmp", r"^#\d+$"),
         ("tmp", r"^ML.*$"),
     ]
 ]
 
+_TABLE_FILE = re.compile(r"(.+)\.(ibd|MYD|MYI|MAD|MAI)")
+_PARTITION = re.compile(r"#p#", re.IGNORECASE)
+_SUBPARTITION = re.compile(r"#sp#", re.IGNORECASE)
+_ENCODED = re.compile(r"@([0-9a-fA-F]{4}|@@)")
+
 
 def classify(path: str) -> str:
-    """The kind of file at path; "other" when unsure."""
+    """The kind of file at path by its basename; "other" when unsure."""
     base = path.rsplit("/", 1)[-1]
     for kind, rx in _BASENAME_RULES:
         if rx.match(base):
             return kind
     return "other"
+
+
+def decode_filename(name: str) -> str:
+    """Undo MySQL's file-name encoding of a schema / table name (`@002d` -> '-')."""
+    return _ENCODED.sub(lambda m: "" if m[1] == "@@" else chr(int(m[1], 16)), name)
+
+
+def _candidates(name: str, dirs: list[str]) -> list[str]:
+    """Absolute paths a configured InnoDB file name can stand for."""
+    if os.path.isabs(name):
+        return [os.path.normpath(name)]
+    return [os.path.normpath(os.path.join(d, name)) for d in dirs]
+
+
+class Classifier:
+    """Kinds and table names of one server's files, from its layout."""
+
+    def __init__(self, layout: ServerLayout | None = None) -> None:
+        lay = layout or ServerLayout()
+        self.layout = lay
+        self._exact: dict[str, str] = {}
+        self._rules: list[tuple[str, re.Pattern[str]]] = []
+        innodb_dirs = [d for d in (lay.data_home_dir, lay.datadir) if d]
+        for names, kind in ((lay.data_files, "system"), (lay.temp_data_files, "temp")):
+            for name in names:
+                self._exact.update(dict.fromkeys(_candidates(name, innodb_dirs), kind))
+        singles = [
+            (lay.doublewrite_file, "doublewrite"),
+            (lay.log_bin_index, "binlog_index"),
+            (lay.tc_log, "tc_log"),
+            (lay.general_log, "general_log"),
+            (lay.slow_log, "slow_log"),
+            (lay.log_error, "error_log"),
+        ]
+        self._exact.update({path: kind for path, kind in singles if path})
+        if lay.log_bin_basename:
+            base = re.escape(lay.log_bin_basename)
+            self._rules += [
+                ("binlog", re.compile(rf"{base}\.\d{{6,}}")),
+                ("binlog_gtid_index", re.compile(rf"{base}\.\d{{6,}}\.idx")),
+                ("binlog_index", re.compile(rf"{base}\.index")),
+            ]
+        if lay.relay_log_basename:  # multi-source: <basename>-<channel>.NNNNNN
+            base = re.escape(lay.relay_log_basename)
+            self._rules += [
+                ("relay_log", re.compile(rf"{base}(-[^/]+)?\.\d{{6,}}")),
+                ("relay_index", re.compile(rf"{base}(-[^/]+)?\.index")),
+            ]
+        if lay.relay_log_index:
+            stem, ext = os.path.splitext(lay.relay_log_index)
+            self._rules.append(("relay_index", re.compile(rf"{re.escape(stem)}(-[^/]+)?{re.escape(ext)}")))
+        self._tmpdirs = {d for d in lay.tmpdir if d not in ("/", lay.datadir)}
+
+    def kind(self, path: str) -> str:
+        """The kind of file at path; "other" when unsure."""
+        exact = self._exact.get(path)
+        if exact:
+            return exact
+        for kind, rx in self._rules:
+            if rx.fullmatch(path):
+                return kind
+        kind = classify(path)
+        if kind == "other" and os.path.dirname(path) in self._tmpdirs:
+            return "tmp"
+        return kind
+
+    def table(self, path: str, fold_partitions: bool = False) -> str | None:
+        """`schema.table` of a table file under the datadir, else None."""
+        datadir = self.layout.datadir
+        schema_dir, base = os.path.split(path)
+        if not datadir or os.path.dirname(schema_dir) != datadir:
+            return None
+        match = _TABLE_FILE.fullmatch(base)
+        if not match or match[1].startswith("#sql"):
+            return None
+        table, *partition = _PARTITION.split(match[1], maxsplit=1)
+        name = f"{decode_filename(os.path.basename(schema_dir))}.{decode_filename(table)}"
+        if not partition or fold_partitions:
+            return name
+        parts = _SUBPARTITION.split(partition[0], maxsplit=1)
+        return f"{name} ({', '.join(decode_filename(p) for p in parts)})"

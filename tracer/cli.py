@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument(
         "--kind", type=_kinds, default=frozenset(), help="only these kinds (comma-separated, e.g. redo,binlog)"
     )
+    top.add_argument(
+        "--fold-partitions", action="store_true", help="count a partitioned table's partitions as one table"
+    )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
@@ -125,6 +128,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         group=args.group,
         sort=args.sort,
         filters=Filters(kinds=args.kind, match=args.match),
+        fold_partitions=args.fold_partitions,
     )
     return run_top(options)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mysqlio.bpf_types import API_NAMES, Op
-from mysqlio.classify import classify
+from mysqlio.classify import Classifier
 from mysqlio.probe import FileIdentity, OpCount
 from mysqlio.resolve import FileResolver
 
@@ -95,6 +95,7 @@ class FileActivity(Counts):
     file: FileIdentity
     path: str
     kind: str
+    table: str | None = None
     deleted: bool = False
     threads: dict[int, ThreadActivity] = field(default_factory=dict)
 
@@ -102,6 +103,7 @@ class FileActivity(Counts):
         return {
             "path": self.path,
             "kind": self.kind,
+            "table": self.table,
             "deleted": self.deleted,
             "dev": f"{os.major(self.file.dev)}:{os.minor(self.file.dev)}",
             "ino": self.file.ino,
@@ -136,7 +138,13 @@ def _busiest(c: Counts) -> tuple[int, int, int]:
     return (-c.write_bytes, -c.read_bytes, -c.sync_ops)
 
 
-def aggregate(rows: list[OpCount], resolver: FileResolver, thread_name: Callable[[int], str]) -> list[FileActivity]:
+def aggregate(
+    rows: list[OpCount],
+    resolver: FileResolver,
+    classifier: Classifier,
+    thread_name: Callable[[int], str],
+    fold_partitions: bool = False,
+) -> list[FileActivity]:
     """Fold (file, thread, op, api) rows into one FileActivity per file, busiest writer first."""
     by_file: dict[FileIdentity, FileActivity] = {}
     for row in rows:
@@ -144,7 +152,11 @@ def aggregate(rows: list[OpCount], resolver: FileResolver, thread_name: Callable
         if activity is None:
             resolved = resolver.resolve(row.file)
             activity = FileActivity(
-                file=row.file, path=resolved.path, kind=classify(resolved.path), deleted=resolved.deleted
+                file=row.file,
+                path=resolved.path,
+                kind=classifier.kind(resolved.path),
+                table=classifier.table(resolved.path, fold_partitions),
+                deleted=resolved.deleted,
             )
             by_file[row.file] = activity
         activity.add(row)

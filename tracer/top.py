@@ -12,7 +12,9 @@ from typing import TextIO
 from rich.console import Console
 
 from mysqlio import target
+from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone
+from mysqlio.layout import read_layout
 from mysqlio.live import LiveScreen, cbreak, render_totals
 from mysqlio.model import Interval, aggregate
 from mysqlio.output import write_json, write_text
@@ -30,14 +32,19 @@ class TopOptions:
     group: str = "file"
     sort: str = "write"
     filters: Filters = field(default_factory=Filters)
+    fold_partitions: bool = False
 
 
 class IntervalSampler:
     """Turns successive drains of the probe into Interval records."""
 
-    def __init__(self, probe: IoProbe, resolver: FileResolver, pid: int) -> None:
+    def __init__(
+        self, probe: IoProbe, resolver: FileResolver, classifier: Classifier, pid: int, fold_partitions: bool = False
+    ) -> None:
+        self._fold_partitions = fold_partitions
         self._probe = probe
         self._resolver = resolver
+        self._classifier = classifier
         self._pid = pid
         self._last_drops = probe.drops().as_dict()
         self._last_time = time.monotonic()
@@ -56,7 +63,7 @@ class IntervalSampler:
         now = time.monotonic()
         drops = self._probe.drops().as_dict()
         delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
-        files = aggregate(rows, self._resolver, self._thread_name)
+        files = aggregate(rows, self._resolver, self._classifier, self._thread_name, self._fold_partitions)
         for activity in files:
             # the next request walks the path again: renames stay visible
             self._probe.forget_name(activity.file)
@@ -113,18 +120,20 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     with IoProbe(options.pid) as probe:
         resolver = FileResolver(options.pid, probe.kernel_name)
         resolver.scan_fds()
-        sampler = IntervalSampler(probe, resolver, options.pid)
+        layout = read_layout(options.pid)
+        sampler = IntervalSampler(probe, resolver, Classifier(layout), options.pid, options.fold_partitions)
         name = target.process_name(options.pid)
+        server = f"{name} {layout.version}" if layout.version else name
         if options.output != "live":
             print(f"mysqlio: tracing pid {options.pid} ({name}), Ctrl-C to stop", file=sys.stderr)
             return _loop(options, sampler, StreamSink(out, options.output, options.filters, stop.event), stop)
         state = ScreenState(options.group, options.sort, options.filters)
         console = Console()
         try:
-            with cbreak(sys.stdin.fileno()), LiveScreen(state, options.pid, name, None, console) as screen:
+            with cbreak(sys.stdin.fileno()), LiveScreen(state, options.pid, server, layout.datadir, console) as screen:
                 return _loop(options, sampler, screen, stop)
         finally:
-            console.print(render_totals(state, None))
+            console.print(render_totals(state, layout.datadir))
 
 
 def _loop(options: TopOptions, sampler: IntervalSampler, sink: StreamSink | LiveScreen, stop: _StopFlag) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mysqlio.model import Counts, FileActivity, Interval
@@ -64,7 +64,7 @@ class _Track:
     quiet_for: int = 0
 
 
-def group_key(f: FileActivity, group: str, table_of: Callable[[str], str | None]) -> list[tuple[str, str, Counts]]:
+def group_key(f: FileActivity, group: str) -> list[tuple[str, str, Counts]]:
     """(key, label, counts) of the groups a file's activity belongs to."""
     if group == "file":
         label = f.path + (" (deleted)" if f.deleted else "")
@@ -72,7 +72,7 @@ def group_key(f: FileActivity, group: str, table_of: Callable[[str], str | None]
     if group == "kind":
         return [(f.kind, f.kind, f)]
     if group == "table":
-        table = table_of(f.path) or f.kind
+        table = f.table or f.kind
         return [(table, table, f)]
     if group == "thread":
         return [(str(t.tid), f"{t.name} [{t.tid}]", t) for t in f.threads.values()]
@@ -87,12 +87,10 @@ class ScreenState:
         group: str = "file",
         sort: str = "write",
         filters: Filters | None = None,
-        table_of: Callable[[str], str | None] | None = None,
     ) -> None:
         self.group = group
         self.sort = sort
         self.filters = filters or Filters()
-        self._table_of = table_of or (lambda _path: None)
         self._tracks: dict[str, _Track] = {}
         self.totals: dict[str, tuple[str, str, Counts]] = {}  # whole session, per file
         self.lost_events = 0
@@ -110,7 +108,7 @@ class ScreenState:
             self._add_total(f)
             if not self.filters.keep(f):
                 continue
-            for key, label, counts in group_key(f, self.group, self._table_of):
+            for key, label, counts in group_key(f, self.group):
                 if key not in current:
                     current[key] = (label, f.kind if self.group != "thread" else "thread", Counts())
                 current[key][2].merge(counts)

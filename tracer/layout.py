@@ -1,0 +1,497 @@
+"""Where a running MySQL / MariaDB server keeps its files, read without credentials.
+
+`read_layout(pid)` merges what mysqld itself merges, later sources winning:
+the option files it reads (`--defaults-file` alone, else /etc/my.cnf,
+/etc/mysql/my.cnf, SYSCONFDIR variants, $MARIADB_HOME|$MYSQL_HOME/my.cnf and
+`--defaults-extra-file`; `!include` / `!includedir` followed; ~/.my.cnf is not
+read), then /proc/PID/cmdline, then MySQL 8's `mysqld-auto.cnf` (SET PERSIST).
+mysqld chdir()s to its datadir, so /proc/PID/cwd *is* the datadir and the base
+of relative paths. Files are read through /proc/PID/root when the server runs
+in another mount namespace. Every unreadable source is skipped; nothing raises.
+
+Default names the server derives (bare `log_bin`, default relay log) are
+filled in only where they are certain (MariaDB: from the pid file name or
+`log_basename`; MySQL 8: `binlog`); otherwise they stay None and the basename
+rules of `mysqlio.classify` apply. The version is read from strings in the
+binary, which is never executed.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+_OFF = "\0off"  # value of an option switched off with skip- / disable-
+_MAX_INCLUDE_DEPTH = 10
+_MAX_SCAN = 512 << 20  # bytes of the binary searched for the version
+_SYSCONF_DIRS = ("/etc", "/etc/mysql", "/usr/etc", "/usr/local/etc", "/usr/local/mysql/etc")
+_SERVER_EXE = re.compile(r"(mysqld|mariadbd)([-.][\w.-]*)?")
+_VERSION_GROUP = re.compile(r"(mysqld|mariadb|mariadbd)-(\d+\.\d+)")
+_ALIASES = {"log_slow_query_file": "slow_query_log_file", "log_slow_queries": "slow_query_log_file"}
+# options that take the next argv word as their value when given without '='
+_NEEDS_ARG = {
+    "datadir", "basedir", "tmpdir", "pid_file", "log_basename", "log_bin_index", "relay_log",
+    "relay_log_index", "general_log_file", "slow_query_log_file", "log_tc", "innodb_tmpdir",
+    "innodb_data_file_path", "innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory",
+    "innodb_temp_data_file_path", "innodb_doublewrite_dir", "innodb_parallel_doublewrite_path",
+    "defaults_file", "defaults_extra_file", "defaults_group_suffix",
+}  # fmt: skip
+_SHORT = {"-h": "datadir", "-b": "basedir", "-t": "tmpdir"}
+
+
+@dataclass
+class ServerLayout:
+    """A server's files. Paths are absolute in the server's mount namespace; None: unknown."""
+
+    datadir: str | None = None
+    log_bin: bool = False  # binary log enabled (the name may still be unknown)
+    log_bin_basename: str | None = None  # binlogs are <basename>.NNNNNN
+    log_bin_index: str | None = None
+    relay_log_basename: str | None = None  # relay logs <basename>[-channel].NNNNNN
+    relay_log_index: str | None = None  # channel indexes insert -channel before the extension
+    log_error: str | None = None
+    slow_log: str | None = None
+    general_log: str | None = None
+    tc_log: str | None = None
+    data_files: list[str] = field(default_factory=list)  # as configured: names or absolute paths
+    data_home_dir: str | None = None
+    log_group_home_dir: str | None = None
+    undo_dir: str | None = None
+    temp_data_files: list[str] = field(default_factory=list)  # as configured
+    doublewrite_dir: str | None = None
+    doublewrite_file: str | None = None  # Percona 5.7 innodb_parallel_doublewrite_path
+    tmpdir: list[str] = field(default_factory=list)  # tmpdir (':'-separated; default $TMPDIR or /tmp), innodb_tmpdir
+    version: str | None = None
+    option_files: list[str] = field(default_factory=list)  # option files actually read, in order
+
+
+# -- option files --------------------------------------------------------------
+
+
+def _remove_end_comment(line: str) -> str:
+    """Cut a '#' comment that is not inside quotes (as mysys does)."""
+    quote, escape = "", False
+    for i, ch in enumerate(line):
+        if ch in "'\"" and not escape:
+            quote = ch if not quote else ("" if quote == ch else quote)
+        if not quote and ch == "#":
+            return line[:i]
+        escape = bool(quote) and ch == "\\" and not escape
+    return line
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "s": " ", '"': '"', "'": "'", "\\": "\\"}
+
+
+def _option_value(value: str) -> str:
+    """Trim, unquote and unescape an option-file value."""
+    value = value.strip()
+    if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0]:
+        value = value[1:-1]
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), value)
+
+
+class _OptionFiles:
+    """Reads option files (through `root`), keeping options of the wanted groups in order."""
+
+    def __init__(self, root: str, wanted: Callable[[str], bool]) -> None:
+        self.root = root
+        self.wanted = wanted
+        self.options: list[tuple[str, str | None]] = []
+        self.files: list[str] = []
+
+    def real(self, path: str) -> str:
+        """Where the server's `path` is readable from here."""
+        return self.root + path if self.root and path.startswith("/") else path
+
+    def read(self, path: str, depth: int = 0) -> None:
+        if depth > _MAX_INCLUDE_DEPTH:
+            return
+        try:
+            with open(self.real(path), encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except (OSError, ValueError):
+            return
+        self.files.append(path)
+        in_group = False
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line[0] in "#;":
+                continue
+            directive = re.fullmatch(r"!(include|includedir)\s+(.+)", line)
+            if directive:
+                target = os.path.join(os.path.dirname(path), directive[2].strip())
+                if directive[1] == "include":
+                    self.read(target, depth + 1)
+                else:
+                    self._read_dir(target, depth + 1)
+            elif line[0] == "[":
+                end = line.find("]")
+                in_group = end > 0 and self.wanted(line[1:end])
+            elif in_group:
+                line = _remove_end_comment(line).rstrip()
+                name, sep, value = line.partition("=")
+                self.options.append((name.strip(), _option_value(value) if sep else None))
+
+    def _read_dir(self, path: str, depth: int) -> None:
+        try:
+            names = sorted(os.listdir(self.real(path)))
+        except OSError:
+            return
+        for name in names:
+            full = os.path.join(path, name)
+            if name.endswith(".cnf") and os.path.isfile(self.real(full)):
+                self.read(full, depth)
+
+
+def _flavor(version: str | None, exe: str | None) -> str | None:
+    """'mariadb', 'mysql' or None (unknown)."""
+    if version:
+        return "mariadb" if "MariaDB" in version else "mysql"
+    if exe and os.path.basename(exe).startswith("mariadbd"):
+        return "mariadb"
+    return None
+
+
+def _group_filter(version: str | None, flavor: str | None, suffix: str) -> Callable[[str], bool]:
+    """Which [groups] the server reads (all version groups when the version is unknown)."""
+    base = {"mysqld", "server"}
+    prefixes = {"mysqld"}
+    if flavor != "mysql":
+        base |= {"mariadb", "mariadbd", "client-server", "galera"}
+        prefixes |= {"mariadb", "mariadbd"}
+    major_minor = re.match(r"\d+\.\d+", version or "")
+    suffix = suffix.lower()
+
+    def wanted(group: str) -> bool:
+        names = {group.strip().lower()}
+        if suffix:
+            names |= {n[: -len(suffix)] for n in names if n.endswith(suffix)}
+        for name in names:
+            vgroup = _VERSION_GROUP.fullmatch(name)
+            if name in base or (
+                vgroup and vgroup[1] in prefixes and (major_minor is None or vgroup[2] == major_minor[0])
+            ):
+                return True
+        return False
+
+    return wanted
+
+
+# -- command line and option values ------------------------------------------
+
+
+def _parse_cmdline(cmdline: Sequence[str]) -> list[tuple[str, str | None]]:
+    """mysqld's argv as (option name, value or None) in order."""
+    out: list[tuple[str, str | None]] = []
+    args = list(cmdline[1:])
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            name, sep, value = arg[2:].partition("=")
+            if not sep and _norm(name)[0] in _NEEDS_ARG and i < len(args) and not args[i].startswith("-"):
+                value, sep, i = args[i], "=", i + 1
+            out.append((name, value if sep else None))
+        elif arg[:2] in _SHORT:
+            value = arg[2:]
+            if not value and i < len(args):
+                value, i = args[i], i + 1
+            out.append((_SHORT[arg[:2]], value))
+    return out
+
+
+def _norm(name: str) -> tuple[str, bool]:
+    """Canonical option name ('-' = '_', loose- dropped, aliases) and whether it is switched off."""
+    n = name.strip().lower().replace("-", "_")
+    n = n.removeprefix("loose_")
+    off = n.startswith(("skip_", "disable_"))
+    if off:
+        n = n.split("_", 1)[1]
+    n = n.removeprefix("enable_")
+    return _ALIASES.get(n, n), off
+
+
+def _apply(opts: dict[str, str], items: Sequence[tuple[str, str | None]]) -> None:
+    """Apply options in order; later ones win. A bare option is stored as ''."""
+    for raw, value in items:
+        name, off = _norm(raw)
+        if off:
+            opts[name] = _OFF
+        elif name == "log_basename" and value:
+            # MariaDB: sets these names at this point of the option list
+            opts.update(
+                _log_basename=value,
+                log_error=f"{value}.err",
+                slow_query_log_file=f"{value}-slow.log",
+                general_log_file=f"{value}.log",
+                log_bin_index=f"{value}-bin.index",
+                relay_log=f"{value}-relay-bin",
+                relay_log_index=f"{value}-relay-bin.index",
+            )
+        else:
+            opts[name] = value or ""
+
+
+def _persisted(text: str) -> list[tuple[str, str]]:
+    """(name, value) pairs of MySQL 8's mysqld-auto.cnf (any format version); ValueError if not JSON."""
+    found: list[tuple[str, str]] = []
+    stack = [json.loads(text)]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for key, val in node.items():
+            if isinstance(val, dict) and "Value" in val:
+                found.append((key, str(val["Value"])))
+            elif isinstance(val, dict):
+                stack.append(val)
+    return found
+
+
+def _strip_ext(name: str) -> str:
+    """Drop the extension of the last path component (mysys fn_ext)."""
+    head, base = os.path.split(name)
+    return os.path.join(head, base.rsplit(".", 1)[0]) if "." in base else name
+
+
+def _with_ext(name: str, ext: str) -> str:
+    """Add `ext` when the last component has no extension (mysys fn_format)."""
+    return name if "." in os.path.basename(name) else name + ext
+
+
+def _file_names(path_spec: str | None) -> list[str]:
+    """'ibdata1:12M;ibdata2:1G:autoextend' -> ['ibdata1', 'ibdata2']."""
+    names = (part.split(":", 1)[0].strip() for part in (path_spec or "").split(";"))
+    return [name for name in names if name]
+
+
+# -- assembling ----------------------------------------------------------------
+
+
+def layout_from(
+    cmdline: Sequence[str],
+    cwd: str | None = None,
+    *,
+    version: str | None = None,
+    exe: str | None = None,
+    root: str = "",
+    environ: Mapping[str, str] | None = None,
+    realpath: Callable[[str], str] = os.path.normpath,
+) -> ServerLayout:
+    """The layout of a server with this argv and working directory.
+
+    `root` prefixes every absolute file read (the server's /proc/PID/root);
+    `environ` is the server's environment (MYSQL_HOME etc.); `realpath`
+    canonicalises paths the way the kernel will report them.
+    """
+    env = environ or {}
+    argv = _parse_cmdline(cmdline)
+    meta: dict[str, str] = {}
+    _apply(meta, argv)
+    flavor = _flavor(version, exe or (cmdline[0] if cmdline else None))
+    suffix = meta.get("defaults_group_suffix") or env.get("MARIADB_GROUP_SUFFIX") or env.get("MYSQL_GROUP_SUFFIX", "")
+    files = _OptionFiles(root, _group_filter(version, flavor, suffix))
+    if "no_defaults" not in meta:
+        if meta.get("defaults_file"):
+            files.read(meta["defaults_file"])
+        else:
+            home = env.get("MARIADB_HOME") or env.get("MYSQL_HOME")
+            dirs = [*_SYSCONF_DIRS, *([home] if home else [])]
+            for path in dict.fromkeys(os.path.join(d, "my.cnf") for d in dirs):
+                files.read(path)
+            if meta.get("defaults_extra_file"):
+                files.read(meta["defaults_extra_file"])
+    opts: dict[str, str] = {}
+    _apply(opts, files.options)
+    _apply(opts, argv)
+    datadir = cwd or _resolve(opts.get("datadir"), opts.get("basedir"), realpath)
+    if datadir and "no_defaults" not in meta and opts.get("persisted_globals_load", "ON").upper() not in ("OFF", "0"):
+        auto = os.path.join(datadir, "mysqld-auto.cnf")
+        try:
+            with open(files.real(auto), encoding="utf-8") as f:
+                _apply(opts, _persisted(f.read()))
+            files.files.append(auto)
+        except (OSError, ValueError):
+            pass
+    if not opts.get("tmpdir") or opts["tmpdir"] == _OFF:
+        opts["tmpdir"] = env.get("TMPDIR") or "/tmp"  # mysqld's own default
+    layout = _build(opts, realpath(datadir) if datadir else None, flavor, version, realpath)
+    layout.option_files = files.files
+    return layout
+
+
+def _resolve(value: str | None, base: str | None, realpath: Callable[[str], str]) -> str | None:
+    """Absolute, canonical path of an option value (relative to `base`); None if unset."""
+    if not value or value == _OFF:
+        return None
+    if not os.path.isabs(value):
+        if not base or base == _OFF or not os.path.isabs(base):
+            return None
+        value = os.path.join(base, value)
+    return realpath(value)
+
+
+def _build(
+    opts: dict[str, str], datadir: str | None, flavor: str | None, version: str | None, rp: Callable[[str], str]
+) -> ServerLayout:
+    """Turn the merged options into a ServerLayout."""
+
+    def val(name: str) -> str | None:
+        value = opts.get(name)
+        return None if value in (None, _OFF, "") else value
+
+    def path(value: str | None) -> str | None:
+        return _resolve(value, datadir, rp)
+
+    lay = ServerLayout(datadir=datadir, version=version)
+    pid_stem = None  # MariaDB names default logs after the pid file (verified on 10.11)
+    pid_file = val("pid_file") or (opts["_log_basename"] + ".pid" if val("_log_basename") else None)
+    if flavor == "mariadb" and pid_file:
+        pid_stem = _strip_ext(os.path.basename(pid_file))
+    log_bin = opts.get("log_bin")
+    major = re.match(r"\d+", version or "")
+    if log_bin is None and flavor == "mysql" and major and int(major[0]) >= 8:
+        lay.log_bin, lay.log_bin_basename = True, path("binlog")  # on by default since 8.0
+    elif log_bin is not None and log_bin != _OFF:
+        lay.log_bin = True
+        lay.log_bin_basename = path(_strip_ext(log_bin) if log_bin else pid_stem and f"{pid_stem}-bin")
+    if lay.log_bin:
+        index = val("log_bin_index")
+        lay.log_bin_index = (
+            path(_with_ext(index, ".index")) if index else lay.log_bin_basename and lay.log_bin_basename + ".index"
+        )
+    relay = val("relay_log")
+    lay.relay_log_basename = path(_strip_ext(relay) if relay else pid_stem and f"{pid_stem}-relay-bin")
+    relay_index = val("relay_log_index")
+    lay.relay_log_index = (
+        path(_with_ext(relay_index, ".index"))
+        if relay_index
+        else lay.relay_log_basename and lay.relay_log_basename + ".index"
+    )
+    error = val("log_error")
+    lay.log_error = path(_with_ext(error, ".err")) if error else None
+    lay.slow_log = path(val("slow_query_log_file"))
+    lay.general_log = path(val("general_log_file"))
+    lay.tc_log = path(val("log_tc"))
+    lay.data_files = _file_names(val("innodb_data_file_path"))
+    lay.temp_data_files = _file_names(val("innodb_temp_data_file_path"))
+    lay.data_home_dir = path(val("innodb_data_home_dir"))
+    lay.log_group_home_dir = path(val("innodb_log_group_home_dir"))
+    lay.undo_dir = path(val("innodb_undo_directory"))
+    lay.doublewrite_dir = path(val("innodb_doublewrite_dir"))
+    lay.doublewrite_file = path(val("innodb_parallel_doublewrite_path"))
+    tmp = [*(val("tmpdir") or "").split(":"), val("innodb_tmpdir") or ""]
+    lay.tmpdir = list(dict.fromkeys(p for p in map(path, tmp) if p))
+    return lay
+
+
+# -- a live process ------------------------------------------------------------
+
+
+def _readlink(path: str) -> str | None:
+    try:
+        return os.readlink(path).removesuffix(" (deleted)")
+    except OSError:
+        return None
+
+
+def _read_environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="surrogateescape").partition("=") for item in raw.split(b"\0") if item)
+    return {k: v for k, _, v in pairs}
+
+
+def _root(pid: int) -> tuple[str, Callable[[str], str]]:
+    """How to read the server's files: a path prefix and a path canonicaliser."""
+    try:
+        same = os.stat(f"/proc/{pid}/root") == os.stat("/")
+    except OSError:
+        same = True  # cannot tell: assume the usual, our own mount namespace
+    return ("", os.path.realpath) if same else (f"/proc/{pid}/root", os.path.normpath)
+
+
+def read_layout(pid: int) -> ServerLayout:
+    """The layout of the mysqld / mariadbd process `pid`; empty for any other process."""
+    proc = f"/proc/{pid}"
+    try:
+        with open(f"{proc}/cmdline", "rb") as f:
+            cmdline = [a.decode(errors="surrogateescape") for a in f.read().split(b"\0")[:-1]]
+    except OSError:
+        return ServerLayout()
+    exe = _readlink(f"{proc}/exe")
+    name = os.path.basename(exe or (cmdline[0] if cmdline else ""))
+    if not _SERVER_EXE.fullmatch(name):
+        return ServerLayout()
+    root, realpath = _root(pid)
+    return layout_from(
+        cmdline,
+        _readlink(f"{proc}/cwd"),
+        version=binary_version(f"{proc}/exe"),
+        exe=exe,
+        root=root,
+        environ=_read_environ(pid),
+        realpath=realpath,
+    )
+
+
+# -- version from the binary ---------------------------------------------------
+
+_version_cache: dict[tuple[int, int, int, int], str | None] = {}
+_MARIADB_VERSION = re.compile(rb"\d{1,2}\.\d{1,2}\.\d{1,3}-MariaDB")
+_MYSQL_VERSION = re.compile(rb"(?:5\.[5-7]|8\.[0-4]|9\.\d{1,2})\.\d{1,3}(?:-\d+(?:\.\d+)*)?")
+
+
+def _mariadb_version(data: mmap.mmap) -> str | None:
+    """The NUL-delimited string 'X.Y.Z-MariaDB' (MYSQL_SERVER_VERSION) in a MariaDB binary."""
+    pos = data.find(b"-MariaDB\0")
+    while pos >= 0:
+        start = data.rfind(b"\0", max(0, pos - 16), pos)
+        if start >= 0 and _MARIADB_VERSION.fullmatch(data[start + 1 : pos + 8]):
+            return data[start + 1 : pos + 8].decode()
+        pos = data.find(b"-MariaDB\0", pos + 1)
+    return None
+
+
+def _mysql_version(data: mmap.mmap) -> str | None:
+    """A MySQL / Percona version: only if all NUL-delimited 'X.Y.Z[-N]' strings agree on X.Y.Z."""
+    found: set[str] = set()
+    for lead in (b"\x005.", b"\x008.", b"\x009."):
+        pos = data.find(lead)
+        while pos >= 0 and len(found) < 64:
+            end = data.find(b"\0", pos + 1, pos + 24)
+            if end > 0 and _MYSQL_VERSION.fullmatch(data[pos + 1 : end]):
+                found.add(data[pos + 1 : end].decode())
+            pos = data.find(lead, pos + 1)
+    if len({v.split("-")[0] for v in found}) != 1:
+        return None
+    return max(found, key=len)
+
+
+def binary_version(path: str) -> str | None:
+    """Server version found in the binary at `path` (read, never run); cached per file."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+            if key in _version_cache:
+                return _version_cache[key]
+            version = None
+            if st.st_size:
+                with mmap.mmap(f.fileno(), min(st.st_size, _MAX_SCAN), access=mmap.ACCESS_READ) as data:
+                    version = _mariadb_version(data) or _mysql_version(data)
+    except (OSError, ValueError):
+        return None
+    _version_cache[key] = version
+    return version

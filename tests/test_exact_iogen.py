@@ -77,3 +77,23 @@ def test_closed_file_keeps_its_name(bpf_ready: None, iogen: Path, tmp_path: Path
     (path,) = [f["path"] for f in run.expected["files"]]
     assert path in run.traced.totals
     assert run.traced.totals[path]["write_bytes"] > 0
+
+
+def test_threads_are_attributed(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """Two threads, each writing its own file: each file names exactly its writer thread."""
+    run = run_iogen_traced(str(iogen), str(tmp_path), ["--rate", "400", "--seconds", "1", "--threads", "2"])
+    writers: dict[str, set[tuple[int, str]]] = {}
+    bytes_by_thread: dict[str, int] = {}
+    for obj in run.intervals:
+        for f in obj["files"]:
+            if f["path"].startswith(str(tmp_path)):
+                writers.setdefault(f["path"], set()).update((t["tid"], t["name"]) for t in f["threads"])
+                bytes_by_thread[f["path"]] = bytes_by_thread.get(f["path"], 0) + sum(
+                    t["write_bytes"] for t in f["threads"]
+                )
+    assert len(writers) == 2
+    tids = [next(iter(w))[0] for w in writers.values()]
+    assert all(len(w) == 1 for w in writers.values()) and len(set(tids)) == 2
+    assert run.expected["pid"] not in tids  # worker threads, not the main thread
+    expected = {f["path"]: f["write_bytes"] for f in run.expected["files"]}
+    assert bytes_by_thread == expected

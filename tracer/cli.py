@@ -99,12 +99,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _output_mode(json_lines: bool, batch: bool) -> str:
+    """JSON when asked; plain text when asked or not on a terminal; else the live screen."""
+    if json_lines:
+        return "json"
+    if batch or not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return "text"
+    return "live"
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from mysqlio import preflight
     from mysqlio.demo import run_demo
 
     preflight.check_bpf_environment()
-    return run_demo(args.interval, args.count, "json" if args.json else "text")
+    return run_demo(args.interval, args.count, _output_mode(args.json, False))
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
@@ -114,17 +123,11 @@ def _cmd_top(args: argparse.Namespace) -> int:
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
     preflight.check_bpf_environment()
-    if args.json:
-        output = "json"
-    elif args.batch or not (sys.stdout.isatty() and sys.stdin.isatty()):
-        output = "text"
-    else:
-        output = "live"
     options = TopOptions(
         pid=target.tgid_of(pid),
         interval_s=args.interval,
         count=args.count,
-        output=output,
+        output=_output_mode(args.json, args.batch),
         group=args.group,
         sort=args.sort,
         filters=Filters(kinds=args.kind, match=args.match),

@@ -17,7 +17,10 @@ LOAD_RATE = 200  # transactions per second: visible, and light on 2 cores
 
 def run_demo(interval_s: float, count: int, output: str) -> int:
     print("mysqlio demo: starting a throwaway MariaDB (temp dir, unix socket only)...", file=sys.stderr)
-    with MariaDB(MariaDBOptions()) as db:
+    # flush dirty pages continuously, so data files and the doublewrite
+    # buffer (inside ibdata1 on MariaDB) show up beside redo and binlog
+    options = MariaDBOptions(extra={"innodb_max_dirty_pages_pct": "0", "innodb_max_dirty_pages_pct_lwm": "0"})
+    with MariaDB(options) as db:
         bench = Sysbench(db, tables=4, table_size=10000, threads=2)
         try:
             print(f"mysqlio demo: MariaDB {db.version()} pid {db.pid}; preparing sysbench tables...", file=sys.stderr)

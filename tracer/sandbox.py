@@ -25,6 +25,7 @@ with innodb_linux_aio=auto, i.e. io_uring if it can be set up, else libaio).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import re
@@ -51,6 +52,7 @@ _BACKEND_LOG_LINES = (
 _START_MARKER = "] Starting MariaDB"
 _INNODB_STARTED = "InnoDB: Completed initialization of buffer pool"
 
+_PR_SET_PDEATHSIG = 1
 _SOCKET_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
 _TAIL_LINES = 20
 _POLL_S = 0.05
@@ -67,6 +69,13 @@ class MariaDBOptions:
     buffer_pool_mb: int = 128
     redo_log_mb: int = 96
     extra: dict[str, str] = field(default_factory=dict)  # more [mariadbd] options
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the process that started it dies,
+    so even a kill -9 of the test or demo leaves no server behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def find_binary(name: str) -> str:
@@ -319,6 +328,7 @@ class MariaDB:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self.pid = self._proc.pid
 

@@ -81,14 +81,15 @@ class IntervalSampler:
 
 
 class _StopFlag:
-    """Set by SIGINT / SIGTERM; the loop then prints what it has and detaches."""
+    """Set by SIGINT / SIGTERM / SIGHUP (terminal closed); the loop then prints
+    what it has and detaches, and `with` blocks around it clean up."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signum = 0
 
     def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, _frame: object) -> None:

@@ -30,15 +30,19 @@
 #define NR_writev 20
 #define NR_fsync 74
 #define NR_fdatasync 75
+#define NR_io_getevents 208
 #define NR_io_submit 209
 #define NR_sync_file_range 277
 #define NR_preadv 295
 #define NR_pwritev 296
 #define NR_preadv2 327
 #define NR_pwritev2 328
+#define NR_io_pgetevents 333
 #define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define NR_io_submit 2
+#define NR_io_getevents 4
+#define NR_io_pgetevents 292
 #define NR_read 63
 #define NR_write 64
 #define NR_readv 65
@@ -81,18 +85,24 @@
 #define IORING_OP_READ 22
 #define IORING_OP_WRITE 23
 #define IORING_FSYNC_DATASYNC 1
+#define O_APPEND 02000
 
 const volatile __u32 targ_tgid = 0; /* 0 = every process */
+const volatile bool targ_record = false; /* stream one event per request */
 
 struct drop_counters drops = {};
+
+enum call_kind { CALL_FILE = 0, CALL_IO_SUBMIT = 1, CALL_IO_GETEVENTS = 2 };
 
 /* What sys_enter learnt, kept until sys_exit of the same thread. */
 struct inflight {
 	struct file *file; /* syscalls: the file the fd named at entry */
-	__u64 iocbpp;      /* io_submit: user pointer to the iocb pointer array */
+	__u64 uptr;        /* io_submit: iocb pointer array; io_getevents: io_event array */
+	__u64 ts_ns;       /* entry time */
+	__s64 offset;      /* file offset of the request, -1 unknown */
 	__u32 nr;          /* io_submit: number of iocbs asked */
 	__u8 op;
-	__u8 is_aio;
+	__u8 kind;         /* enum call_kind */
 };
 
 struct {
@@ -132,6 +142,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct thread_name);
 } threads SEC(".maps");
+
+/* record: the event stream; sized by userspace before load */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} events SEC(".maps");
+
+/* record: submitted libaio iocbs (by user iocb pointer) and io_uring
+ * requests (by request pointer), until their completion is seen */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PENDING);
+	__type(key, __u64);
+	__type(value, struct pending_io);
+} aio_pending SEC(".maps"), uring_pending SEC(".maps");
 
 /* file_name is larger than the BPF stack allows */
 struct {
@@ -285,6 +310,74 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 		__sync_fetch_and_add(&stats->bytes, ret);
 }
 
+/* record: one event into the ring buffer; no wakeup, userspace polls */
+static __noinline void emit(const struct pending_io *req, __u8 api, __s64 result)
+{
+	struct mio_event *e;
+	__u64 now = bpf_ktime_get_ns();
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&drops.ringbuf_full, 1);
+		return;
+	}
+	e->ts_ns = now;
+	e->latency_ns = now - req->ts_ns;
+	e->ino = req->ino;
+	e->offset = req->offset;
+	e->result = result;
+	e->dev = req->dev;
+	e->tid = req->tid;
+	e->op = req->op;
+	e->api = api;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+static __always_inline __u32 file_dev(struct file *file)
+{
+	return BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+}
+
+static __always_inline __u64 file_ino(struct file *file)
+{
+	return BPF_CORE_READ(file, f_inode, i_ino);
+}
+
+static __always_inline __u32 current_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
+/* Where a read/write syscall acts: its offset argument, or the file
+ * position (end of file for O_APPEND). */
+static __always_inline __s64 syscall_offset(long nr, struct pt_regs *regs, struct file *file)
+{
+	__s64 pos;
+
+	switch (nr) {
+	case NR_pwrite64:
+	case NR_pread64:
+	case NR_pwritev:
+	case NR_preadv:
+		return PT_REGS_PARM4_CORE_SYSCALL(regs);
+	case NR_pwritev2:
+	case NR_preadv2:
+		pos = PT_REGS_PARM4_CORE_SYSCALL(regs);
+		if (pos != -1)
+			return pos;
+		break;
+	case NR_sync_file_range:
+		return PT_REGS_PARM2_CORE_SYSCALL(regs);
+	case NR_fsync:
+	case NR_fdatasync:
+		return -1;
+	}
+	if (BPF_CORE_READ(file, f_flags) & O_APPEND)
+		return BPF_CORE_READ(file, f_inode, i_size);
+	return BPF_CORE_READ(file, f_pos);
+}
+
 static __always_inline int syscall_op(long nr)
 {
 	switch (nr) {
@@ -320,9 +413,14 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	if (!is_target())
 		return 0;
 	if (nr == NR_io_submit) {
-		call.is_aio = 1;
+		call.kind = CALL_IO_SUBMIT;
 		call.nr = PT_REGS_PARM2_CORE_SYSCALL(regs);
-		call.iocbpp = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		call.uptr = PT_REGS_PARM3_CORE_SYSCALL(regs);
+	} else if (nr == NR_io_getevents || nr == NR_io_pgetevents) {
+		if (!targ_record)
+			return 0;
+		call.kind = CALL_IO_GETEVENTS;
+		call.uptr = PT_REGS_PARM4_CORE_SYSCALL(regs);
 	} else {
 		op = syscall_op(nr);
 		if (op < 0)
@@ -331,8 +429,10 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 		if (!file_is_storage(call.file))
 			return 0;
 		call.op = op;
+		call.offset = targ_record ? syscall_offset(nr, regs, call.file) : -1;
 	}
-	tid = (__u32)bpf_get_current_pid_tgid();
+	call.ts_ns = bpf_ktime_get_ns();
+	tid = current_tid();
 	if (bpf_map_update_elem(&inflight, &tid, &call, BPF_ANY))
 		__sync_fetch_and_add(&drops.inflight_full, 1);
 	return 0;
@@ -363,8 +463,10 @@ static __always_inline __s64 iovec_bytes(__u64 iov_ptr, __u64 count)
 
 /* Account iocb i of an io_submit call; accepted says whether the kernel
  * took it (its submitted size counts) or rejected it (an error). */
-static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted)
+static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted, __u64 submit_ns, long submit_ret)
 {
+	struct pending_io pending = {};
+	__u64 key;
 	struct iocb *user_iocb = NULL;
 	struct iocb cb;
 	struct file *file;
@@ -406,6 +508,23 @@ static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted)
 	if (!file_is_storage(file))
 		return;
 	account(file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
+	if (!targ_record)
+		return;
+	pending.ts_ns = submit_ns;
+	pending.dev = file_dev(file);
+	pending.ino = file_ino(file);
+	pending.offset = op <= MIO_READ ? cb.aio_offset : -1;
+	pending.tid = current_tid();
+	pending.op = op;
+	if (!accepted) {
+		/* io_submit's own error is the first rejected iocb's */
+		emit(&pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */);
+		return;
+	}
+	/* completion is read at io_getevents, matched by the iocb pointer */
+	key = (__u64)user_iocb;
+	if (bpf_map_update_elem(&aio_pending, &key, &pending, BPF_ANY))
+		__sync_fetch_and_add(&drops.pending_full, 1);
 }
 
 static __always_inline void account_io_submit(struct inflight *call, long ret)
@@ -417,20 +536,47 @@ static __always_inline void account_io_submit(struct inflight *call, long ret)
 		if (i >= call->nr)
 			return;
 		if (i < accepted) {
-			account_iocb(call->iocbpp, i, true);
+			account_iocb(call->uptr, i, true, call->ts_ns, ret);
 			continue;
 		}
 		/* io_submit stops at the first iocb it rejects */
-		account_iocb(call->iocbpp, i, false);
+		account_iocb(call->uptr, i, false, call->ts_ns, ret);
 		return;
 	}
 	if (call->nr > MAX_IOCBS && accepted > MAX_IOCBS)
 		__sync_fetch_and_add(&drops.iocbs_truncated, accepted - MAX_IOCBS);
 }
 
+/* record: completions returned by io_getevents, matched to their submission */
+static __always_inline void complete_aio(struct inflight *call, long ret)
+{
+	struct io_event ev;
+	struct pending_io *pending;
+	__u32 i;
+
+	for (i = 0; i < MAX_AIO_EVENTS; i++) {
+		if (i >= ret)
+			return;
+		if (bpf_probe_read_user(&ev, sizeof(ev), (void *)(call->uptr + i * sizeof(ev)))) {
+			__sync_fetch_and_add(&drops.read_faults, 1);
+			return;
+		}
+		pending = bpf_map_lookup_elem(&aio_pending, &ev.obj);
+		if (!pending) {
+			__sync_fetch_and_add(&drops.unmatched, 1);
+			continue;
+		}
+		emit(pending, MIO_API_LIBAIO, ev.res);
+		bpf_map_delete_elem(&aio_pending, &ev.obj);
+	}
+	if (ret > MAX_AIO_EVENTS)
+		__sync_fetch_and_add(&drops.iocbs_truncated, ret - MAX_AIO_EVENTS);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
+	struct pending_io req = {};
 	struct inflight *call;
 	long nr;
 	__u32 tid;
@@ -439,16 +585,28 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	/* cheap syscall-number test first: most syscalls are not ours */
 	nr = SYSCALL_NR(regs);
-	if (nr != NR_io_submit && syscall_op(nr) < 0)
+	if (nr != NR_io_submit && nr != NR_io_getevents && nr != NR_io_pgetevents && syscall_op(nr) < 0)
 		return 0;
-	tid = (__u32)bpf_get_current_pid_tgid();
+	tid = current_tid();
 	call = bpf_map_lookup_elem(&inflight, &tid);
 	if (!call)
 		return 0;
-	if (call->is_aio)
+	if (call->kind == CALL_IO_SUBMIT) {
 		account_io_submit(call, ret);
-	else
+	} else if (call->kind == CALL_IO_GETEVENTS) {
+		complete_aio(call, ret);
+	} else {
 		account(call->file, call->op, MIO_API_SYSCALL, ret);
+		if (targ_record) {
+			req.ts_ns = call->ts_ns;
+			req.dev = file_dev(call->file);
+			req.ino = file_ino(call->file);
+			req.offset = call->offset;
+			req.tid = tid;
+			req.op = call->op;
+			emit(&req, MIO_API_SYSCALL, ret);
+		}
+	}
 	bpf_map_delete_elem(&inflight, &tid);
 	return 0;
 }
@@ -467,38 +625,65 @@ static __always_inline bool uring_req_is_target(struct io_kiocb *req)
 	return task && BPF_CORE_READ(task, tgid) == targ_tgid;
 }
 
-SEC("tp_btf/io_uring_complete")
-int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
+/* The mysqlio op of an io_uring request, or -1 for opcodes not accounted. */
+static __always_inline int uring_op(struct io_kiocb *req)
 {
-	struct file *file;
-	__s32 res;
-	__u8 op;
-
-	if (!req || !uring_req_is_target(req))
-		return 0;
 	switch (BPF_CORE_READ(req, opcode)) {
 	case IORING_OP_WRITE:
 	case IORING_OP_WRITEV:
 	case IORING_OP_WRITE_FIXED:
-		op = MIO_WRITE;
-		break;
+		return MIO_WRITE;
 	case IORING_OP_READ:
 	case IORING_OP_READV:
 	case IORING_OP_READ_FIXED:
-		op = MIO_READ;
-		break;
+		return MIO_READ;
 	case IORING_OP_FSYNC:
 		/* the request's command area holds struct io_sync */
-		op = BPF_CORE_READ((struct io_sync *)req, flags) & IORING_FSYNC_DATASYNC
-			     ? MIO_FDATASYNC
-			     : MIO_FSYNC;
-		break;
+		return BPF_CORE_READ((struct io_sync *)req, flags) & IORING_FSYNC_DATASYNC ? MIO_FDATASYNC
+											  : MIO_FSYNC;
 	case IORING_OP_SYNC_FILE_RANGE:
-		op = MIO_SYNC_FILE_RANGE;
-		break;
-	default:
-		return 0;
+		return MIO_SYNC_FILE_RANGE;
 	}
+	return -1;
+}
+
+/* record: remember when each request was submitted, and where it acts
+ * (prep has run: io_rw's kiocb.ki_pos holds the SQE offset) */
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(handle_uring_submit, struct io_kiocb *req)
+{
+	struct pending_io pending = {};
+	__u64 key = (__u64)req;
+	int op;
+
+	if (!targ_record || !req || !is_target())
+		return 0;
+	op = uring_op(req);
+	if (op < 0)
+		return 0;
+	pending.ts_ns = bpf_ktime_get_ns();
+	pending.offset = op <= MIO_READ ? BPF_CORE_READ((struct io_rw *)req, kiocb.ki_pos) : -1;
+	pending.tid = current_tid();
+	pending.op = op;
+	if (bpf_map_update_elem(&uring_pending, &key, &pending, BPF_ANY))
+		__sync_fetch_and_add(&drops.pending_full, 1);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
+{
+	struct pending_io *pending;
+	struct file *file;
+	__u64 key = (__u64)req;
+	__s32 res;
+	int op;
+
+	if (!req || !uring_req_is_target(req))
+		return 0;
+	op = uring_op(req);
+	if (op < 0)
+		return 0;
 	res = BPF_CORE_READ(req, cqe.res);
 	file = BPF_CORE_READ(req, file);
 	if (!file) {
@@ -508,6 +693,17 @@ int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
 	if (!file_is_storage(file))
 		return 0;
 	account(file, op, MIO_API_IO_URING, res);
+	if (!targ_record)
+		return 0;
+	pending = bpf_map_lookup_elem(&uring_pending, &key);
+	if (!pending) {
+		__sync_fetch_and_add(&drops.unmatched, 1);
+		return 0;
+	}
+	pending->dev = file_dev(file);
+	pending->ino = file_ino(file);
+	emit(pending, MIO_API_IO_URING, res);
+	bpf_map_delete_elem(&uring_pending, &key);
 	return 0;
 }
 

@@ -11,6 +11,8 @@
 #define MAX_INFLIGHT 16384 /* threads inside a traced syscall at once */
 #define MAX_IOCBS 64       /* iocbs walked per io_submit */
 #define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
+#define MAX_PENDING 65536  /* libaio iocbs / io_uring requests awaiting completion (record) */
+#define MAX_AIO_EVENTS 64  /* io_event entries read per io_getevents */
 #define PATH_DEPTH 8       /* path components kept per file */
 #define NAME_LEN 48        /* bytes kept per path component */
 
@@ -67,6 +69,32 @@ struct file_name {
 	__u32 mode;
 };
 
+/* One request, as `record` streams it through the ring buffer
+ * (mirrored by tracer/events.py EVENT_DTYPE). */
+struct mio_event {
+	__u64 ts_ns;      /* completion, CLOCK_MONOTONIC */
+	__u64 latency_ns; /* entry -> exit, or submit -> completion for AIO */
+	__u64 ino;
+	__s64 offset;     /* -1 when unknown */
+	__s64 result;     /* bytes, or -errno */
+	__u32 dev;
+	__u32 tid;
+	__u8 op;
+	__u8 api;
+	__u8 pad[6];
+};
+
+/* A libaio iocb or io_uring request between submission and completion. */
+struct pending_io {
+	__u64 ts_ns;
+	__u64 ino;
+	__s64 offset;
+	__u32 dev;
+	__u32 tid;
+	__u8 op;
+	__u8 pad[7];
+};
+
 /* Counters of what could not be accounted, read by userspace from .bss. */
 struct drop_counters {
 	__u64 stats_full;      /* a new (file, op) row did not fit the map */
@@ -74,6 +102,9 @@ struct drop_counters {
 	__u64 iocbs_truncated; /* iocbs past MAX_IOCBS, or iovecs past MAX_IOVECS */
 	__u64 uring_no_file;   /* io_uring completion with no file attached */
 	__u64 read_faults;     /* user memory (iocbs, iovecs) that could not be read */
+	__u64 ringbuf_full;    /* record: an event did not fit the ring buffer */
+	__u64 pending_full;    /* record: no room to remember a submitted AIO request */
+	__u64 unmatched;       /* record: an AIO completion whose submission was not seen */
 };
 
 #endif /* __MYSQLIO_H */

@@ -67,6 +67,9 @@ class DropCounters(ctypes.Structure):
         ("iocbs_truncated", ctypes.c_uint64),
         ("uring_no_file", ctypes.c_uint64),
         ("read_faults", ctypes.c_uint64),
+        ("ringbuf_full", ctypes.c_uint64),
+        ("pending_full", ctypes.c_uint64),
+        ("unmatched", ctypes.c_uint64),
     ]
 
     def as_dict(self) -> dict[str, int]:

@@ -59,6 +59,7 @@ class _Lib:
             "bpf_map__key_size": (u32, [vp]),
             "bpf_map__value_size": (u32, [vp]),
             "bpf_map__max_entries": (u32, [vp]),
+            "bpf_map__set_max_entries": (i, [vp, u32]),
             "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
             "bpf_program__name": (cp, [vp]),
             "bpf_program__attach": (vp, [vp]),
@@ -250,6 +251,13 @@ class BpfObject:
         if not bpf_map.lookup(ctypes.c_uint32(0), buf):
             raise _errno_error(f"reading {name}")
         return ctype.from_buffer_copy(buf.raw[offset : offset + size])
+
+    def set_max_entries(self, name: str, entries: int) -> None:
+        """Resize a map before load (for a ring buffer: its size in bytes, a power of 2 pages)."""
+        bpf_map = self._maps[name]
+        if _get().lib.bpf_map__set_max_entries(bpf_map.handle, entries):
+            raise _errno_error(f"resizing map {name}")
+        bpf_map.max_entries = entries
 
     def load(self) -> None:
         ctypes.set_errno(0)

@@ -65,11 +65,16 @@ class KernelName:
 class IoProbe:
     """Attach the probes to one process and read what it did, interval by interval."""
 
-    def __init__(self, pid: int, object_path: str | None = None) -> None:
+    def __init__(self, pid: int, object_path: str | None = None, record_ring_bytes: int = 0) -> None:
+        """record_ring_bytes > 0 also streams one event per request through a
+        ring buffer of that size (a power of two, multiple of the page size)."""
         self.pid = pid
         self._obj = BpfObject(object_path or bpf_object_path())
         self._check_layout()
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
+        if record_ring_bytes:
+            self._obj.set_rodata("targ_record", ctypes.c_bool(True))
+            self._obj.set_max_entries("events", record_ring_bytes)
         self._obj.load()
         self._obj.attach_all()
         self._slot = self._obj.map("stats_slot")
@@ -107,6 +112,9 @@ class IoProbe:
         if not self._names.lookup(file.kernel_key(), raw):
             return None
         return _kernel_name(raw)
+
+    def events_map_fd(self) -> int:
+        return self._obj.map("events").fd
 
     def thread_name(self, tid: int) -> str | None:
         """The thread's name when it last started a row (it may have exited since)."""

@@ -1,0 +1,73 @@
+"""Bulk consumer of a BPF ring buffer through mmap, without libbpf callbacks.
+
+Records are fixed-size mio_event structs submitted with BPF_RB_NO_WAKEUP, so
+the consumer polls on a timer and turns everything committed since the last
+poll into one numpy array (no per-event Python). Layout (kernel/bpf/ringbuf.c):
+page 0 holds consumer_pos (we write it), page 1 producer_pos, then the data
+area mapped twice in a row, so any record range is contiguous in memory. Each
+record has an 8-byte header: u32 length with BUSY (bit 31, not committed yet)
+and DISCARD (bit 30) flags, and u32 page offset; records are 8-byte aligned.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+
+import numpy as np
+
+from mysqlio.events import EVENT_DTYPE
+
+BUSY_BIT = 1 << 31
+DISCARD_BIT = 1 << 30
+HEADER = 8
+RECORD = HEADER + EVENT_DTYPE.itemsize  # 64 bytes, already 8-aligned
+_RECORD_DTYPE = np.dtype([("len", "<u4"), ("pg_off", "<u4"), ("event", EVENT_DTYPE)])
+
+
+class RingBufferReader:
+    """Drain committed events of a ring buffer map (fd) of `size` bytes."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        page = mmap.PAGESIZE
+        self.size = size
+        self._mask = size - 1
+        self._consumer = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+        self._producer = mmap.mmap(fd, page + 2 * size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page)
+        self._page = page
+        self._data = np.frombuffer(self._producer, dtype=np.uint8)
+
+    def _positions(self) -> tuple[int, int]:
+        (cons,) = struct.unpack_from("<Q", self._consumer, 0)
+        (prod,) = struct.unpack_from("<Q", self._producer, 0)
+        return cons, prod
+
+    def read(self) -> np.ndarray:
+        """Every event committed since the last read, in order; frees their space."""
+        cons, prod = self._positions()
+        if prod == cons:
+            return np.empty(0, dtype=EVENT_DTYPE)
+        count = (prod - cons) // RECORD
+        start = self._page + (cons & self._mask)
+        records = self._data[start : start + count * RECORD].view(_RECORD_DTYPE)
+        lens = records["len"]
+        # stop at the first record still being written
+        busy = np.flatnonzero(lens & BUSY_BIT)
+        if busy.size:
+            count = int(busy[0])
+            records, lens = records[:count], lens[:count]
+        if np.any((lens & ~np.uint32(DISCARD_BIT)) != EVENT_DTYPE.itemsize):
+            raise RuntimeError("unexpected record size in the ring buffer")
+        events = records["event"][(lens & DISCARD_BIT) == 0].copy()
+        # release the space only after copying the events out
+        struct.pack_into("<Q", self._consumer, 0, cons + count * RECORD)
+        return events
+
+    def pending_bytes(self) -> int:
+        cons, prod = self._positions()
+        return prod - cons
+
+    def close(self) -> None:
+        del self._data
+        self._producer.close()
+        self._consumer.close()

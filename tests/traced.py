@@ -124,3 +124,53 @@ def run_iogen_traced(iogen: str, directory: str, args: Sequence[str], interval_s
             except subprocess.TimeoutExpired:
                 os.kill(gen.pid, signal.SIGKILL)
                 gen.wait()
+
+
+def run_iogen_recorded(
+    iogen: str, directory: str, args: Sequence[str], trace: str, extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """iogen under `mysqlio record`: iogen's expectations; the trace is left at `trace`."""
+    gen = subprocess.Popen(
+        [iogen, "--dir", directory, "--wait", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    rec = None
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
+        rec = subprocess.Popen(
+            [sys.executable, "-m", "mysqlio", "record", "-p", str(gen.pid), "-o", trace, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert rec.stderr is not None
+        first = rec.stderr.readline()  # printed once the probes are attached
+        assert first.startswith("mysqlio: recording pid"), first
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 300, "iogen run")
+        time.sleep(1.0)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, f"record exited {rec.returncode}: {err}"
+        return expected
+    finally:
+        if rec is not None and rec.poll() is None:
+            rec.kill()
+            rec.wait()
+        if gen.poll() is None:
+            if gen.stdin:
+                gen.stdin.close()
+            gen.wait(timeout=10)
+
+
+def report_json(trace: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "report", trace, "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

@@ -1,0 +1,206 @@
+"""`mysqlio record`: stream one event per request into a trace file.
+
+The probes write events to a ring buffer without waking us; every POLL_S the
+recorder copies all committed events out in bulk, and every FLUSH_S it names
+the new files and threads and appends one record batch to the trace, so a
+kill -9 loses at most about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from mysqlio import target
+from mysqlio.classify import Classifier
+from mysqlio.errors import TargetGone
+from mysqlio.layout import read_layout
+from mysqlio.probe import FileIdentity, IoProbe
+from mysqlio.resolve import FileResolver
+from mysqlio.ringbuf import RingBufferReader
+from mysqlio.top import _StopFlag
+from mysqlio.trace import FileInfo, TraceMeta, TraceWriter
+from mysqlio.units import human_bytes
+
+POLL_S = 0.05
+FLUSH_S = 0.5
+PROGRESS_S = 1.0
+DEFAULT_RING_BYTES = 64 << 20  # 1M events of 64 bytes: ~1 s of headroom at 1M events/s
+
+
+@dataclass
+class RecordOptions:
+    pid: int
+    output: str
+    duration_s: float = 0.0  # 0 = until Ctrl-C / SIGTERM or the process exits
+    max_size: int = 0  # bytes of trace, 0 = unbounded
+    quiet: bool = False
+    ring_bytes: int = DEFAULT_RING_BYTES
+    command: str = ""
+
+
+def parse_size(text: str) -> int:
+    """'512M', '2G', '100k', '4096' -> bytes."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(i?[bB])?\s*", text)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (e.g. 500M, 2G)")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[match.group(2).lower()]
+    return int(float(match.group(1)) * scale)
+
+
+class _Names:
+    """(kernel dev, ino) -> FileInfo and tid -> thread name, looked up once each."""
+
+    def __init__(self, probe: IoProbe, resolver: FileResolver, classifier: Classifier, pid: int) -> None:
+        self._probe = probe
+        self._resolver = resolver
+        self._classifier = classifier
+        self._pid = pid
+        self.files: dict[tuple[int, int], FileInfo] = {}
+        self.threads: dict[int, str] = {}
+
+    def learn(self, events: np.ndarray) -> None:
+        if not len(events):
+            return
+        ids = np.unique(events[["dev", "ino"]])
+        for kdev, ino in ids.tolist():
+            if (kdev, ino) not in self.files:
+                resolved = self._resolver.resolve(FileIdentity.from_kernel(kdev, ino))
+                self.files[(kdev, ino)] = FileInfo(
+                    path=resolved.path,
+                    kind=self._classifier.kind(resolved.path),
+                    table=self._classifier.table(resolved.path),
+                    deleted=resolved.deleted,
+                )
+        for tid in np.unique(events["tid"]).tolist():
+            if tid not in self.threads:
+                self.threads[tid] = self._probe.thread_name(tid) or target.thread_name(self._pid, tid)
+
+
+class _Progress:
+    def __init__(self, quiet: bool) -> None:
+        self._quiet = quiet
+        self._tty = sys.stderr.isatty()
+        self._last = 0.0
+
+    def show(self, elapsed: float, events: int, size: int, lost: int, final: bool = False) -> None:
+        now = time.monotonic()
+        if self._quiet or (not final and now - self._last < (PROGRESS_S if self._tty else 10 * PROGRESS_S)):
+            return
+        self._last = now
+        line = f"mysqlio record: {elapsed:6.1f} s  {events:,} events  {human_bytes(size)}  lost {lost}"
+        if self._tty:
+            sys.stderr.write("\r" + line + ("\n" if final else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def run_record(options: RecordOptions) -> int:
+    layout = read_layout(options.pid)
+    meta = TraceMeta(
+        host=platform.node(),
+        kernel=platform.release(),
+        pid=options.pid,
+        server_exe=_exe(options.pid),
+        server_version=layout.version,
+        datadir=layout.datadir,
+        start_wall=time.time(),
+        start_mono_ns=time.monotonic_ns(),
+        command=options.command,
+    )
+    # the output is created before the probes load: an unwritable path fails first
+    writer = TraceWriter(options.output, meta)
+    stop = _StopFlag()
+    stop.install()
+    progress = _Progress(options.quiet)
+    lost = _LostCount()
+    try:
+        with IoProbe(options.pid, record_ring_bytes=options.ring_bytes) as probe:
+            ring = RingBufferReader(probe.events_map_fd(), options.ring_bytes)
+            if not options.quiet:
+                name = target.process_name(options.pid)
+                print(
+                    f"mysqlio: recording pid {options.pid} ({name}) to {options.output}, Ctrl-C to stop",
+                    file=sys.stderr,
+                )
+            try:
+                resolver = FileResolver(options.pid, probe.kernel_name)
+                resolver.scan_fds()
+                names = _Names(probe, resolver, Classifier(layout), options.pid)
+                return _loop(options, probe, ring, names, writer, stop, progress, lost)
+            finally:
+                ring.close()
+    finally:
+        writer.close(lost_total=lost.total, end_wall=time.time())
+
+
+@dataclass
+class _LostCount:
+    """Events the kernel side could not deliver, all reasons, since the start."""
+
+    total: int = 0
+
+
+def _loop(
+    options: RecordOptions,
+    probe: IoProbe,
+    ring: RingBufferReader,
+    names: _Names,
+    writer: TraceWriter,
+    stop: _StopFlag,
+    progress: _Progress,
+    lost: _LostCount,
+) -> int:
+    start = time.monotonic()
+    pending: list[np.ndarray] = []
+    last_flush = start
+    while True:
+        stop.event.wait(POLL_S)
+        pending.append(ring.read())
+        now = time.monotonic()
+        done_reason = _done(options, start, now, writer, stop)
+        if now - last_flush >= FLUSH_S or done_reason:
+            _flush(pending, probe, names, writer, lost)
+            pending = []
+            last_flush = now
+            progress.show(now - start, writer.events_written, writer.bytes_written, lost.total, bool(done_reason))
+        if done_reason == "gone":
+            raise TargetGone(f"process {options.pid} exited; trace {options.output} is complete")
+        if done_reason:
+            return 0
+
+
+def _done(options: RecordOptions, start: float, now: float, writer: TraceWriter, stop: _StopFlag) -> str:
+    if stop.event.is_set():
+        return "signal"
+    if options.duration_s and now - start >= options.duration_s:
+        return "duration"
+    if options.max_size and writer.bytes_written >= options.max_size:
+        return "size"
+    if not target.is_alive(options.pid):
+        return "gone"
+    return ""
+
+
+def _flush(pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: TraceWriter, lost: _LostCount) -> None:
+    events = np.concatenate(pending)
+    # the per-interval aggregate is not used here; drain it so it never fills
+    probe.drain()
+    names.learn(events)
+    lost.total = sum(probe.drops().as_dict().values())
+    if len(events):
+        writer.write(events, names.files, names.threads, lost.total)
+
+
+def _exe(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None

@@ -90,12 +90,20 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
     mode.add_argument("--json", action="store_true", help="one JSON object per interval, one per line")
 
+    record = sub.add_parser("record", help="record one event per request into a trace file")
+    record.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
+    record.add_argument("-o", "--output", required=True, help="trace file to write (created mode 0600)")
+    record.add_argument("-d", "--duration", type=_positive_float, default=0.0, help="stop after SECONDS")
+    record.add_argument("--max-size", type=_size, default=0, help="stop when the trace reaches SIZE (e.g. 500M, 2G)")
+    record.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
     demo = sub.add_parser("demo", help="start a throwaway MariaDB under a write load and run top on it")
     demo.add_argument("-i", "--interval", type=_positive_float, default=1.0, help="seconds between updates (default 1)")
     demo.add_argument(
         "-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: until Ctrl-C)"
     )
     demo.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    _add_trace_parsers(sub)
     return parser
 
 
@@ -106,6 +114,36 @@ def _output_mode(json_lines: bool, batch: bool) -> str:
     if batch or not (sys.stdout.isatty() and sys.stdin.isatty()):
         return "text"
     return "live"
+
+
+def _size(text: str) -> int:
+    from mysqlio.record import parse_size
+
+    try:
+        value = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from mysqlio import preflight, target
+    from mysqlio.record import RecordOptions, run_record
+
+    pid = args.pid if args.pid is not None else target.find_server()
+    target.check_pid(pid)
+    preflight.check_bpf_environment()
+    options = RecordOptions(
+        pid=target.tgid_of(pid),
+        output=args.output,
+        duration_s=args.duration,
+        max_size=args.max_size,
+        quiet=args.quiet,
+        command=" ".join(sys.argv),
+    )
+    return run_record(options)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -136,13 +174,109 @@ def _cmd_top(args: argparse.Namespace) -> int:
     return run_top(options)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds: {text!r}")
+    return value
+
+
+def _add_trace_filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="trace file written by mysqlio record")
+    p.add_argument("--kind", type=_kinds, default=frozenset(), help="only these kinds (comma-separated)")
+    p.add_argument("--match", type=_regex, help="only paths matching this regular expression")
+    p.add_argument("--from", dest="t_from", type=_seconds, help="only from this many seconds after the start")
+    p.add_argument("--to", dest="t_to", type=_seconds, help="only before this many seconds after the start")
+
+
+def _add_trace_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    report = sub.add_parser("report", help="summarise a recorded trace: per file, kind, busiest seconds")
+    _add_trace_filters(report)
+    report.add_argument(
+        "--group", choices=GROUPS, default="file", help="one row per file (default), kind, table or thread"
+    )
+    report.add_argument("--per-second", action="store_true", help="add the per-second table")
+    report.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    report.add_argument("--limit", type=_count, default=30, help="rows of the summary table (default 30, 0 = all)")
+
+    plot = sub.add_parser("plot", help="plot bytes written per second and syncs of a recorded trace")
+    _add_trace_filters(plot)
+    plot.add_argument("-o", "--output", required=True, help="image to write: .png, .svg or .html")
+    plot.add_argument("--by", choices=("kind", "file"), default="kind", help="stack by kind (default) or by file")
+    plot.add_argument("--top", type=_count, default=8, help="layers shown; the rest are summed (default 8)")
+    plot.add_argument("--title", help="title of the plot")
+
+    export = sub.add_parser("export", help="write a recorded trace's events as CSV, JSON lines or Parquet")
+    export.add_argument("trace", help="trace file written by mysqlio record")
+    export.add_argument("--format", choices=("csv", "jsonl", "parquet"), help="default: from the output's suffix")
+    export.add_argument("-o", "--output", required=True, help="file to write (created mode 0600)")
+
+
+def _trace_filters(args: argparse.Namespace):
+    from mysqlio.report import Filters as TraceFilters
+
+    if args.t_from is not None and args.t_to is not None and args.t_from >= args.t_to:
+        raise UserError(f"--from {args.t_from:g} must be before --to {args.t_to:g}")
+    return TraceFilters(kinds=args.kind, match=args.match, t_from=args.t_from, t_to=args.t_to)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from mysqlio.report import build_report, print_report, report_json
+    from mysqlio.trace import TraceReader
+
+    filters = _trace_filters(args)
+    report = build_report(TraceReader(args.trace), args.group, filters, per_second=args.per_second)
+    if args.json:
+        sys.stdout.write(json.dumps(report_json(report), indent=1) + "\n")
+    else:
+        print_report(report, args.limit, args.per_second)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from mysqlio.plot import plot_trace
+    from mysqlio.trace import TraceReader
+
+    filters = _trace_filters(args)
+    plot_trace(TraceReader(args.trace), args.output, args.by, max(1, args.top), None, filters, args.title)
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from mysqlio.export import export_trace, format_of
+    from mysqlio.trace import TraceReader
+
+    fmt = format_of(args.output, args.format)
+    reader = TraceReader(args.trace)
+    rows = export_trace(reader, args.output, fmt)
+    if reader.truncated or not reader.complete:
+        print(
+            f"mysqlio: {args.trace} was cut short (recorder killed or still running); exported its {rows} complete events",
+            file=sys.stderr,
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "top":
             return _cmd_top(args)
+        if args.command == "record":
+            return _cmd_record(args)
         if args.command == "demo":
             return _cmd_demo(args)
+        if args.command == "report":
+            return _cmd_report(args)
+        if args.command == "plot":
+            return _cmd_plot(args)
+        if args.command == "export":
+            return _cmd_export(args)
         raise UserError(f"unknown command {args.command}")
     except BpfError as exc:
         print(f"mysqlio: {exc}", file=sys.stderr)

@@ -1,0 +1,463 @@
+"""`mysqlio report`, `export` and `plot` on recorded traces: golden outputs on the
+committed example traces, exact totals on synthetic ones, and bad input.
+
+UPDATE_GOLDEN=1 rewrites tests/golden/* (after `python tests/fixtures/make_fixtures.py`
+when the example traces change)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+from mysqlio import report as report_mod
+from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from mysqlio.plot import plot_series, plot_trace
+from mysqlio.report import Filters, build_report, percentile, render_report, report_json
+from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures"
+GOLDEN = HERE / "golden"
+MYSQLIO = [sys.executable, "-m", "mysqlio"]
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with UPDATE_GOLDEN=1"
+    assert text == path.read_text(), f"{name} differs from the golden file (UPDATE_GOLDEN=1 rewrites it)"
+
+
+def run_cli(*args: str, cwd: Path = FIXTURES) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*MYSQLIO, *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False)
+
+
+def render(r: report_mod.Report, width: int) -> str:
+    """The text report at a fixed width, as `print_report` writes it when piped."""
+    console = Console(width=width, color_system=None, record=True, highlight=False, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(render_report(r, width))
+    return "".join(line.rstrip() + "\n" for line in console.export_text().splitlines())
+
+
+# ----------------------------------------------------------------- golden files
+
+
+@pytest.mark.parametrize("width", [100, 160])
+def test_golden_text(width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(FIXTURES)
+    text = render(build_report(TraceReader("example.trace")), width)
+    check_golden(f"example_{width}.txt", text)
+    assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_golden_text_cut_trace_by_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(FIXTURES)
+    text = render(build_report(TraceReader("cut.trace"), "thread"), 80)
+    assert "trace cut short" in text
+    check_golden("cut_thread_80.txt", text)
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_golden_cli_text_and_json() -> None:
+    proc = run_cli("report", "example.trace")
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= 120  # piped: 120 columns
+    check_golden("example_cli.txt", proc.stdout)
+    proc = run_cli("report", "example.trace", "--json")
+    assert proc.returncode == 0, proc.stderr
+    check_golden("example.json", proc.stdout)
+
+
+def test_golden_cli_per_second_filtered() -> None:
+    args = ("report", "example.trace", "--per-second", "--from", "11.5", "--to", "13", "--kind", "system,redo,table")
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    check_golden("example_per_second.txt", proc.stdout)
+    proc = run_cli(*args, "--json", "--group", "kind")
+    assert proc.returncode == 0, proc.stderr
+    check_golden("example_per_second_kind.json", proc.stdout)
+
+
+def test_golden_cli_cut_json() -> None:
+    proc = run_cli("report", "cut.trace", "--json", "--group", "table")
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert obj["truncated"] and not obj["complete"]
+    check_golden("cut_table.json", proc.stdout)
+
+
+def test_example_report_content() -> None:
+    obj = report_json(build_report(TraceReader(str(FIXTURES / "example.trace"))))
+    files = {f["path"].rsplit("/", 1)[-1]: f for f in obj["files"]}
+    assert files["ibdata1"]["write_bytes"] == 3 * 80 * (1 << 20)
+    assert files["ibdata1"]["fsync_ops"] == 3
+    assert files["ib_logfile0"]["write_ops"] == files["ib_logfile0"]["fdatasync_ops"] == 600
+    assert files["sbtest1.ibd"]["apis"] == ["syscall", "libaio"]
+    assert files["sbtest2.ibd"]["apis"] == ["io_uring"]
+    assert files["error.log"]["errors"] == 1 and files["error.log"]["write_ops"] == 0
+    assert files["#sql-temptable-1f2a-3-0"]["deleted"] is True
+    assert files["aria_log.00000001"]["sync_file_range_ops"] == 30
+    assert files["sbtest1.ibd"]["table"] == "sbtest.sbtest1"
+    assert [b["t"] for b in obj["busiest_seconds"][:3]] == [22, 2, 12]
+    assert all(b["top_file"]["path"].endswith("ibdata1") for b in obj["busiest_seconds"][:3])
+    assert obj["complete"] and not obj["truncated"] and obj["duration_s"] == 30.0
+
+
+# ----------------------------------------------------------------- exact totals
+
+
+KDEV = (8 << 20) | 2
+KDEV2 = (253 << 20) | 0
+START = 123_000_000_000
+
+
+def synthetic(tmp_path: Path, seed: int = 5, nbatches: int = 12, n: int = 2500) -> tuple[Path, np.ndarray, dict]:
+    """A random trace (all ops and apis, errors, two devices sharing inode numbers, files
+    appearing late, one unknown file, out-of-order completions) and its events."""
+    rng = np.random.default_rng(seed)
+    kinds = ["redo", "binlog", "table", "system", "tmp"]
+    files: dict[tuple[int, int], FileInfo] = {}
+    for ino in range(1, 41):
+        for dev in (KDEV, KDEV2):
+            if dev == KDEV2 and ino > 5:
+                continue
+            kind = kinds[ino % len(kinds)]
+            table = f"db.t{ino}" if kind == "table" else None
+            files[(dev, ino)] = FileInfo(f"/d{dev >> 20}/f{ino}", kind, table, ino == 40)
+    threads = {200 + i: f"thread{i % 3}" for i in range(6)}
+    path = tmp_path / "synthetic.trace"
+    all_events = []
+    w = TraceWriter(str(path), TraceMeta("h", "k", 1, None, None, None, 1e9, START, "test"))
+    for b in range(nbatches):
+        e = np.zeros(n, EVENT_DTYPE)
+        jitter = rng.integers(-300_000_000, 300_000_000, n)  # completions out of order
+        e["ts_ns"] = START + b * 500_000_000 + np.clip(rng.integers(0, 500_000_000, n) + jitter, 0, None)
+        e["latency_ns"] = rng.lognormal(11, 2, n).astype(np.uint64)
+        e["ino"] = rng.integers(1, 10 + 3 * b, n)  # more files appear over time
+        e["ino"][0] = 999  # unknown to the recorder
+        e["dev"] = np.where(rng.random(n) < 0.2, KDEV2, KDEV)
+        e["dev"][e["ino"] > 5] = KDEV
+        e["op"] = rng.integers(0, 5, n)
+        e["api"] = rng.integers(0, 3, n)
+        size = rng.integers(1, 1 << 21, n)
+        e["result"] = np.where(e["op"] <= 1, size, 0)
+        e["result"][rng.random(n) < 0.02] = -rng.integers(1, 100)
+        e["offset"] = rng.integers(-1, 1 << 30, n)
+        e["tid"] = rng.integers(200, 206, n)
+        w.write(e, files, threads, b * 3)
+        all_events.append(e)
+    w.close(99, end_wall=1e9 + 6)
+    return path, np.concatenate(all_events), {"files": files, "threads": threads}
+
+
+def brute_force(e: np.ndarray, files: dict, key_of: Any) -> dict[Any, dict[str, int]]:
+    """Per-key counters by a plain per-event loop."""
+    out: dict[Any, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in e:
+        c = out[key_of(row)]
+        res = int(row["result"])
+        if res < 0:
+            c["errors"] += 1
+            continue
+        op = OP_NAMES[row["op"]]
+        if op in ("write", "read"):
+            c[f"{op}_bytes"] += res
+            c[f"{op}_ops"] += 1
+        else:
+            c[f"{op}_ops"] += 1
+            c["sync_ops"] += 1
+    return out
+
+
+COUNTERS = (
+    "write_bytes",
+    "write_ops",
+    "read_bytes",
+    "read_ops",
+    "sync_ops",
+    "fsync_ops",
+    "fdatasync_ops",
+    "sync_file_range_ops",
+    "errors",
+)
+
+
+def _path_of(files: dict) -> Any:
+    def key(row: np.void) -> str:
+        info = files.get((int(row["dev"]), int(row["ino"])))
+        return (
+            info.path
+            if info
+            else f"<unknown {int(row['dev']) >> 20}:{int(row['dev']) & 0xFFFFF} inode {int(row['ino'])}>"
+        )
+
+    return key
+
+
+def test_round_trip_totals_are_exact(tmp_path: Path) -> None:
+    path, e, ctx = synthetic(tmp_path)
+    proc = run_cli("report", str(path), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    res = e["result"]
+    ok = res >= 0
+    totals = obj["totals"]
+    assert totals["write_bytes"] == int(res[ok & (e["op"] == 0)].sum())
+    assert totals["read_bytes"] == int(res[ok & (e["op"] == 1)].sum())
+    assert totals["write_ops"] == int((ok & (e["op"] == 0)).sum())
+    assert totals["read_ops"] == int((ok & (e["op"] == 1)).sum())
+    assert totals["sync_ops"] == int((ok & (e["op"] >= 2)).sum())
+    assert totals["errors"] == int((~ok).sum())
+    assert obj["events"] == obj["events_in_trace"] == len(e)
+    assert obj["lost_events"] == 99 and obj["complete"] and obj["duration_s"] == 6.0
+    assert totals["write_latency_ns"]["max"] == int(e["latency_ns"][ok & (e["op"] == 0)].max())
+
+    expected = brute_force(e, ctx["files"], _path_of(ctx["files"]))
+    got = {f["path"]: f for f in obj["files"]}
+    assert set(got) == set(expected)
+    for p, counts in expected.items():
+        assert {k: got[p][k] for k in COUNTERS} == {k: counts.get(k, 0) for k in COUNTERS}, p
+    assert {f["kind"] for f in obj["files"]} >= {"redo", "binlog", "table", "system", "tmp", "other"}
+    assert got["/d8/f40"]["deleted"] is True
+    assert got["/d253/f3"]["dev"] == "253:0"
+    kinds = {k["kind"]: k for k in obj["kinds"]}
+    assert sum(k["write_bytes"] for k in kinds.values()) == totals["write_bytes"]
+
+
+def test_groups_filters_and_seconds_are_exact(tmp_path: Path) -> None:
+    path, e, ctx = synthetic(tmp_path, seed=9, nbatches=8)
+    files = ctx["files"]
+    path_of = _path_of(files)
+    t = (e["ts_ns"].astype(np.int64) - START) / 1e9
+
+    r = build_report(TraceReader(str(path)), "thread")
+    expected = brute_force(e, files, lambda row: int(row["tid"]))
+    assert {row.tid: row.stats.write_bytes for row in r.rows} == {k: v["write_bytes"] for k, v in expected.items()}
+    assert {row.thread for row in r.rows} == {"thread0", "thread1", "thread2"}
+
+    r = build_report(TraceReader(str(path)), "table")
+    kind_of = {i.path: i.kind for i in files.values()}
+    table_of = {i.path: i.table for i in files.values()}
+    expected = brute_force(e, files, lambda row: table_of.get(path_of(row)) or kind_of.get(path_of(row), "other"))
+    assert {row.label: row.stats.sync_ops for row in r.rows} == {k: v["sync_ops"] for k, v in expected.items()}
+
+    flt = Filters(kinds=frozenset({"redo", "table"}), match=re.compile(r"f[12]"), t_from=0.7, t_to=2.9)
+    r = build_report(TraceReader(str(path)), "file", flt, per_second=True)
+    keep = (
+        np.array(
+            [kind_of.get(path_of(row), "other") in flt.kinds and bool(flt.match.search(path_of(row))) for row in e]
+        )
+        & (t >= 0.7)
+        & (t < 2.9)
+    )
+    expected = brute_force(e[keep], files, path_of)
+    assert {row.label: row.stats.write_bytes for row in r.rows} == {k: v["write_bytes"] for k, v in expected.items()}
+    assert r.events == int(keep.sum())
+    # per second: the rows add up to the totals, and each second holds its own events
+    assert r.per_second is not None
+    assert sum(row.stats.write_bytes for _, rows in r.per_second for row in rows) == r.total.write_bytes
+    for sec, rows in r.per_second:
+        in_sec = keep & (np.floor(t) == sec)
+        want = brute_force(e[in_sec], files, path_of)
+        assert {row.label: row.stats.errors for row in rows} == {k: v.get("errors", 0) for k, v in want.items()}
+
+
+def test_busiest_seconds_with_settling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settling old seconds early (as on long traces) gives the same busiest seconds."""
+    path, e, ctx = synthetic(tmp_path, seed=3, nbatches=20, n=1500)
+    monkeypatch.setattr(report_mod, "SETTLE_ROWS", 10)
+    monkeypatch.setattr(report_mod, "COMPACT_ROWS", 10)
+    r = build_report(TraceReader(str(path)), per_second=True)
+    t = np.floor((e["ts_ns"].astype(np.int64) - START) / 1e9).astype(int)
+    w = (e["op"] == 0) & (e["result"] >= 0)
+    per_sec = np.bincount(t[w], weights=e["result"][w])
+    top5 = list(np.argsort(-per_sec, kind="stable")[:5])
+    assert [b.t for b in r.busiest] == top5
+    path_of = _path_of(ctx["files"])
+    for b in r.busiest:
+        sel = w & (t == b.t)
+        by_file: dict[str, int] = defaultdict(int)
+        for row in e[sel]:
+            by_file[path_of(row)] += int(row["result"])
+        assert b.top_bytes == max(by_file.values())
+        assert by_file[b.top_path] == b.top_bytes
+    assert sum(row.stats.read_ops for _, rows in r.per_second or [] for row in rows) == r.total.read_ops
+
+
+def test_latency_percentiles_within_the_histogram_resolution() -> None:
+    rng = np.random.default_rng(0)
+    lat = rng.lognormal(12, 2, 50_000).astype(np.uint64)
+    hist = np.bincount(report_mod.latency_bucket(lat), minlength=report_mod.NBUCKETS)
+    for q in (50, 99):
+        exact = float(np.percentile(lat, q, method="inverted_cdf"))
+        assert abs(percentile(hist, q, int(lat.max())) - exact) <= exact / (2 * report_mod.SUB) + 1
+    assert percentile(np.zeros(report_mod.NBUCKETS, np.int64), 50, 0) is None
+
+
+# ----------------------------------------------------------------- export and plot
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_export_reads_back(fmt: str, tmp_path: Path) -> None:
+    path, e, _ = synthetic(tmp_path, nbatches=3, n=700)
+    out = tmp_path / f"out.{fmt}"
+    proc = run_cli("export", str(path), "--format", fmt, "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    if fmt == "parquet":
+        table = pq.read_table(out)
+        rows = table.to_pylist()
+    elif fmt == "csv":
+        with out.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    else:
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == len(e)
+    assert sum(int(r["bytes"]) for r in rows) == int(np.maximum(e["result"], 0).sum())
+    assert sum(int(r["latency_ns"]) for r in rows) == int(e["latency_ns"].sum())
+    assert sum(int(r["errno"]) for r in rows) == int(-e["result"][e["result"] < 0].sum())
+    assert {r["op"] for r in rows} == set(OP_NAMES) and {r["api"] for r in rows} == set(API_NAMES)
+    assert sum(1 for r in rows if r["table"] not in (None, "")) == sum(1 for r in rows if r["kind"] == "table")
+
+
+def test_export_format_from_suffix_and_cut_trace(tmp_path: Path) -> None:
+    out = tmp_path / "cut.parquet"
+    proc = run_cli("export", "cut.trace", "-o", str(out))
+    assert proc.returncode == 0
+    assert "cut short" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert pq.read_table(out).num_rows == build_report(TraceReader(str(FIXTURES / "cut.trace"))).events
+
+
+def test_plot_files(tmp_path: Path) -> None:
+    reader = TraceReader(str(FIXTURES / "example.trace"))
+    series = plot_trace(reader, str(tmp_path / "p.png"), bursts=[(2.0, 3.2, "doublewrite burst")])
+    assert series.labels[0] == "system" and int(series.write_bytes.sum()) == 260_561_626
+    assert int(series.sync_ops.sum()) == 1263 and len(series.seconds) == 30
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    by_file = plot_series(TraceReader(str(FIXTURES / "example.trace")), "file", top=2)
+    assert by_file.labels == ["ibdata1", "sbtest/sbtest1.ibd", "4 other files"]  # files that wrote
+    proc = run_cli("plot", "example.trace", "--by", "file", "-o", str(tmp_path / "p.html"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "p.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
+    assert stat.S_IMODE((tmp_path / "p.html").stat().st_mode) == 0o600
+    proc = run_cli("plot", "example.trace", "-o", str(tmp_path / "p.svg"), "--kind", "redo")
+    assert proc.returncode == 0, proc.stderr
+    assert "<svg" in (tmp_path / "p.svg").read_text()
+
+
+# ----------------------------------------------------------------- bad input
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def _bad_files(d: Path) -> dict[str, Path]:
+    good = (FIXTURES / "example.trace").read_bytes()
+    files = {
+        "empty": b"",
+        "text": b"SELECT 1;\n" * 50,
+        "header_cut": good[:300],
+        "corrupt": b"\xff\xff\xff\xff" + bytes(range(256)) * 4,
+    }
+    out = {}
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+        out[name] = d / name
+    foreign = pa.table({"a": [1]})
+    with ipc.new_stream(str(d / "foreign"), foreign.schema) as w:
+        w.write_table(foreign)
+    out["foreign"] = d / "foreign"
+    out["missing"] = d / "missing"
+    out["directory"] = d
+    return out
+
+
+BAD_TRACES = {
+    "missing": "No such file or directory",
+    "directory": "Is a directory",
+    "empty": "empty file",
+    "text": "not a mysqlio trace",
+    "header_cut": "truncated or corrupt",
+    "corrupt": "truncated or corrupt",
+    "foreign": "not a mysqlio trace",
+}
+# every bad trace through `report`; a few through `export` and `plot`, which share the reader
+BAD_TRACE_CASES = [("report", case) for case in BAD_TRACES] + [
+    ("export", "missing"),
+    ("export", "foreign"),
+    ("plot", "header_cut"),
+    ("plot", "directory"),
+]
+BAD_ARGS = [
+    (["report", "example.trace", "--from", "5", "--to", "2"], "--from 5 must be before --to 2"),
+    (["report", "example.trace", "--from", "-1"], "must be >= 0"),
+    (["report", "example.trace", "--to", "abc"], "not a number"),
+    (["report", "example.trace", "--kind", "nosuch"], "unknown kind"),
+    (["report", "example.trace", "--match", "("], "bad regular expression"),
+    (["report", "example.trace", "--group", "disk"], "invalid choice"),
+    (["report"], "required"),
+    (["export", "example.trace", "-o", "/nonexistent-dir/x.csv"], "cannot write export"),
+    (["export", "example.trace", "-o", "out.xyz"], "cannot tell the format"),
+    (["export", "example.trace", "--format", "xml", "-o", "x"], "invalid choice"),
+    (["plot", "example.trace", "-o", "out.pdf"], "must end in"),
+    (["plot", "example.trace", "-o", "/nonexistent-dir/x.png"], "cannot write plot"),
+    (["plot", "example.trace", "-o", "x.png", "--match", "nothing-matches"], "nothing to plot"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """All bad-input commands, run side by side (each is a fresh `python -m mysqlio`)."""
+    d = tmp_path_factory.mktemp("bad")
+    files = _bad_files(d)
+    commands: dict[str, list[str]] = {}
+    for command, case in BAD_TRACE_CASES:
+        extra = {"report": [], "export": ["-o", str(d / f"{case}.csv")], "plot": ["-o", str(d / f"{case}.png")]}
+        commands[f"{command}-{case}"] = [command, str(files[case]), *extra[command]]
+    for args, _ in BAD_ARGS:
+        commands[" ".join(args)] = args
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {key: pool.submit(run_cli, *args) for key, args in commands.items()}
+        runs = {key: f.result() for key, f in futures.items()}
+    runs["outputs"] = sorted(p.name for p in d.iterdir() if p.suffix in (".csv", ".png"))  # type: ignore[assignment]
+    return runs
+
+
+@pytest.mark.parametrize(("command", "case"), BAD_TRACE_CASES)
+def test_bad_trace(bad_runs: dict[str, Any], command: str, case: str) -> None:
+    assert_one_line_error(bad_runs[f"{command}-{case}"], BAD_TRACES[case])
+
+
+def test_bad_trace_writes_no_output(bad_runs: dict[str, Any]) -> None:
+    assert bad_runs["outputs"] == []
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_ARGS)
+def test_bad_arguments(bad_runs: dict[str, Any], args: list[str], message: str) -> None:
+    assert_one_line_error(bad_runs[" ".join(args)], message)

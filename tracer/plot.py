@@ -1,0 +1,240 @@
+"""Plot a trace: bytes written per second, stacked by kind (or by the busiest
+files), with syncs per second on a second axis and optional bursts marked.
+
+matplotlib's Agg canvas, no pyplot (no global state, no display needed);
+matplotlib is imported only when a figure is drawn.
+`.png` and `.svg` are written as such; `.html` is a self-contained page with
+the SVG inline. `plot_series()` computes the data; `render_figure()` draws it.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
+
+import numpy as np
+
+from mysqlio.errors import UserError
+from mysqlio.report import Decoder, Filters, SecondRows, SecondSeries, count
+from mysqlio.trace import TraceMeta, TraceReader, open_private
+from mysqlio.units import printable
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+FORMATS = (".png", ".svg", ".html")
+BY = ("kind", "file")
+
+Burst = tuple[float, float, str]  # (start_s, end_s, label), seconds since the trace start
+
+
+@dataclass
+class PlotSeries:
+    """Per-second series of a trace, ready to draw."""
+
+    meta: TraceMeta
+    by: str  # "kind" or "file"
+    seconds: np.ndarray  # int64, every second from the first to the last event
+    labels: list[str]  # one per stacked layer, busiest first
+    write_bytes: np.ndarray  # (len(labels), len(seconds)) bytes written in each second
+    sync_ops: np.ndarray  # (len(seconds),) fsync + fdatasync + sync_file_range in each second
+    truncated: bool = False
+
+
+def _write_bytes(key: np.ndarray, size: int, ev: object) -> np.ndarray:
+    return count(key, size, ev)[:, :1]  # type: ignore[arg-type]
+
+
+def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Filters | None = None) -> PlotSeries:
+    """Read the trace once: write bytes per (second, kind or file), syncs per second.
+    Layers beyond the `top` busiest are summed into one "other" layer."""
+    if by not in BY:
+        raise ValueError(f"unknown grouping {by}")
+    dec = Decoder(filters)
+    rows = SecondRows(1)
+    totals = SecondSeries()
+    for batch in reader.batches():
+        ev = dec.decode(batch)
+        if not len(ev):
+            continue
+        sec = ev.sec
+        ids, names = (ev.kind, dec.kinds) if by == "kind" else (ev.path, dec.paths)
+        rows.add(sec, ids, max(1, len(names.values)), _write_bytes, ev)
+        totals.add(sec, ev)
+        if rows.rows > 1_000_000:
+            rows.compact()
+    base, per_sec = totals.array()
+    if not len(per_sec):
+        raise UserError(
+            f"{reader.path}: nothing to plot (no events{' match the filters' if dec.filters.active() else ''})"
+        )
+    names = dec.kinds if by == "kind" else dec.paths
+    sec, ids, wbytes = rows.compact()
+    nsec = len(per_sec)
+    per_id = np.bincount(ids, weights=wbytes[:, 0], minlength=len(names.values))
+    busiest = [int(i) for i in np.argsort(-per_id, kind="stable") if per_id[i] > 0]
+    shown, rest = busiest[:top], busiest[top:]
+    layer_of = np.full(len(names.values), -1, np.int64)
+    layer_of[shown] = np.arange(len(shown))
+    labels = [_short(names.values[i], reader.meta.datadir) for i in shown]
+    if rest:
+        layer_of[rest] = len(shown)
+        labels.append(f"{len(rest)} other {'kinds' if by == 'kind' else 'files'}")
+    matrix = np.zeros((len(labels), nsec), np.int64)
+    keep = (layer_of[ids] >= 0) & (sec - base < nsec)
+    np.add.at(matrix, (layer_of[ids][keep], (sec - base)[keep]), wbytes[keep, 0])
+    syncs = per_sec[:, 4] + per_sec[:, 5] + per_sec[:, 6]
+    return PlotSeries(
+        meta=reader.meta,
+        by=by,
+        seconds=np.arange(base, base + nsec, dtype=np.int64),
+        labels=labels,
+        write_bytes=matrix,
+        sync_ops=syncs,
+        truncated=reader.truncated,
+    )
+
+
+def _short(path: str, datadir: str | None) -> str:
+    if datadir and path.startswith(datadir.rstrip("/") + "/"):
+        path = path[len(datadir.rstrip("/")) + 1 :]
+    path = printable(path)
+    return path if len(path) <= 40 else "…" + path[-39:]
+
+
+def _rate_unit(peak: float) -> tuple[float, str]:
+    for scale, unit in ((1 << 30, "GiB/s"), (1 << 20, "MiB/s"), (1 << 10, "KiB/s")):
+        if peak >= scale:
+            return float(scale), unit
+    return 1.0, "B/s"
+
+
+def render_figure(series: PlotSeries, bursts: Sequence[Burst] | None = None, title: str | None = None) -> Figure:
+    """The figure: stacked write bytes per second, syncs per second on the right axis,
+    each burst (start_s, end_s, label) shaded and labelled."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: slow, and only plots need it
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 5.5), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = np.append(series.seconds, series.seconds[-1] + 1).astype(np.float64)  # step edges
+    peak = float(series.write_bytes.sum(axis=0).max()) if series.write_bytes.size else 0.0
+    scale, unit = _rate_unit(peak)
+    layers = [np.append(row, row[-1]) / scale for row in series.write_bytes]
+    colors = [f"C{i % 10}" for i in range(len(layers))]
+    if layers:
+        ax.stackplot(x, layers, labels=series.labels, colors=colors, step="post", alpha=0.85, linewidth=0)
+    ax.set_xlim(x[0], x[-1])
+    ax.set_ylim(bottom=0, top=(peak / scale) * 1.08 if peak > 0 else 1)
+    ax.set_xlabel(f"seconds since the start of the trace ({_utc(series.meta.start_wall)})")
+    ax.set_ylabel(f"written ({unit})")
+    ax.grid(True, axis="y", alpha=0.3)
+
+    ax2 = ax.twinx()
+    syncs = np.append(series.sync_ops, series.sync_ops[-1]).astype(np.float64)
+    ax2.plot(x, syncs, drawstyle="steps-post", color="black", linewidth=1.0, label="syncs/s (right axis)")
+    ax2.set_ylabel("syncs per second (fsync + fdatasync + sync_file_range)")
+    ax2.set_ylim(bottom=0, top=max(1.0, float(syncs.max()) * 1.15))
+
+    for i, (start, end, label) in enumerate(bursts or ()):
+        ax.axvspan(start, end, color="red", alpha=0.12, linewidth=0, zorder=0, label="burst" if i == 0 else None)
+        ax.annotate(
+            printable(label),
+            xy=(start, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -2),
+            textcoords="offset points",
+            va="top",
+            fontsize=8,
+            color="darkred",
+        )
+
+    m = series.meta
+    server = " ".join(printable(s) for s in (m.server_version,) if s) or "mysqld"
+    default = f"Bytes written per second by {series.by}, and syncs: {server} pid {m.pid} on {printable(m.host)}"
+    if series.truncated:
+        default += " (trace cut short)"
+    ax.set_title(title or default, fontsize=11)
+    handles, labels = ax.get_legend_handles_labels()
+    handles2, labels2 = ax2.get_legend_handles_labels()
+    # busiest layer at the top of the legend, as it is stacked at the bottom of the plot
+    fig.legend(  # outside the axes, right of the sync axis: constrained layout makes room
+        handles2 + handles[::-1],
+        labels2 + labels[::-1],
+        loc="outside right upper",
+        fontsize=8,
+        title=series.by,
+        title_fontsize=8,
+        frameon=False,
+    )
+    return fig
+
+
+def _utc(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def save_figure(fig: Figure, out: str) -> None:
+    """Write the figure as .png, .svg or .html (a self-contained page with inline SVG), mode 0600."""
+    f = _open_output(out)
+    try:
+        _write(fig, f, out)
+    finally:
+        f.close()
+
+
+def _open_output(out: str) -> BinaryIO:
+    if os.path.splitext(out)[1].lower() not in FORMATS:
+        raise UserError(f"cannot plot to {out}: the name must end in {', '.join(FORMATS)}")
+    return open_private(out, "plot")
+
+
+def _write(fig: Figure, f: BinaryIO, out: str) -> None:
+    ext = os.path.splitext(out)[1].lower()
+    try:
+        if ext == ".png":
+            fig.savefig(f, format="png", metadata={"Software": None})
+        elif ext == ".svg":
+            fig.savefig(f, format="svg", metadata={"Date": None})
+        else:
+            svg = io.BytesIO()
+            fig.savefig(svg, format="svg", metadata={"Date": None})
+            body = svg.getvalue().decode("utf-8")
+            body = body[body.index("<svg") :]  # drop the XML prolog and doctype
+            title = html.escape(fig.axes[0].get_title())
+            page = (
+                "<!DOCTYPE html>\n<html><head><meta charset='utf-8'>"
+                f"<title>{title}</title></head>\n<body style='margin:1em'>\n{body}\n</body></html>\n"
+            )
+            f.write(page.encode("utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot write plot {out}: {exc.strerror or exc}") from None
+
+
+def plot_trace(
+    reader: TraceReader,
+    out: str,
+    by: str = "kind",
+    top: int = 8,
+    bursts: Sequence[Burst] | None = None,
+    filters: Filters | None = None,
+    title: str | None = None,
+) -> PlotSeries:
+    """Read, draw and save in one call; returns the series drawn. The output is
+    opened before matplotlib is loaded, so a bad name fails fast."""
+    if os.path.splitext(out)[1].lower() not in FORMATS:  # before reading the whole trace
+        raise UserError(f"cannot plot to {out}: the name must end in {', '.join(FORMATS)}")
+    series = plot_series(reader, by, top, filters)
+    f = _open_output(out)
+    try:
+        _write(render_figure(series, bursts, title), f, out)
+    finally:
+        f.close()
+    return series

@@ -141,7 +141,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         max_size=args.max_size,
         quiet=args.quiet,
-        command=" ".join(sys.argv),
+        command="mysqlio " + " ".join(sys.argv[1:]),
     )
     return run_record(options)
 

@@ -128,15 +128,21 @@ def _size(text: str) -> int:
     return value
 
 
-def _cmd_record(args: argparse.Namespace) -> int:
+def _traced_pid(args: argparse.Namespace) -> int:
+    """The thread group to trace: -p, or the single running server; checked, with BPF usable."""
     from mysqlio import preflight, target
-    from mysqlio.record import RecordOptions, run_record
 
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
     preflight.check_bpf_environment()
+    return target.tgid_of(pid)
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    from mysqlio.record import RecordOptions, run_record
+
     options = RecordOptions(
-        pid=target.tgid_of(pid),
+        pid=_traced_pid(args),
         output=args.output,
         duration_s=args.duration,
         max_size=args.max_size,
@@ -155,14 +161,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
-    from mysqlio import preflight, target
     from mysqlio.top import TopOptions, run_top
 
-    pid = args.pid if args.pid is not None else target.find_server()
-    target.check_pid(pid)
-    preflight.check_bpf_environment()
     options = TopOptions(
-        pid=target.tgid_of(pid),
+        pid=_traced_pid(args),
         interval_s=args.interval,
         count=args.count,
         output=_output_mode(args.json, args.batch),

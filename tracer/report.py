@@ -29,23 +29,16 @@ from rich.table import Table
 from rich.text import Text
 
 from mysqlio.events import API_NAMES, OP_NAMES
+from mysqlio.model import COUNTER_FIELDS
+from mysqlio.render import shorten
 from mysqlio.trace import TraceMeta, TraceReader
 from mysqlio.units import human_bytes, printable
 
 GROUPS = ("file", "kind", "table", "thread")
 GROUP_LIST_KEYS = {"file": "files", "kind": "kinds", "table": "tables", "thread": "threads"}
 
-# counter columns of every aggregate, in this order
-COUNTERS = (
-    "write_bytes",
-    "write_ops",
-    "read_bytes",
-    "read_ops",
-    "fsync_ops",
-    "fdatasync_ops",
-    "sync_file_range_ops",
-    "errors",
-)
+# counter columns of every aggregate, in this order (the same as top's)
+COUNTERS = COUNTER_FIELDS
 _WRITE, _READ = OP_NAMES.index("write"), OP_NAMES.index("read")
 _NOPS = len(OP_NAMES)
 _OP_COLUMN = {_WRITE: 1, _READ: 3, 2: 4, 3: 5, 4: 6}  # op index -> COUNTERS column of its ops
@@ -908,17 +901,8 @@ def _heading(title: str) -> Text:
 
 def _label(row: Row, group: str, datadir: str | None, width: int) -> str:
     if group == "file":
-        return _shorten(row.label + (" (deleted)" if row.deleted else ""), datadir, width)
+        return shorten(row.label + (" (deleted)" if row.deleted else ""), datadir, width)
     return printable(row.label)[:width]
-
-
-def _shorten(path: str, datadir: str | None, width: int) -> str:
-    if datadir and path.startswith(datadir.rstrip("/") + "/"):
-        path = path[len(datadir.rstrip("/")) + 1 :]
-    path = printable(path)
-    if len(path) > width > 1:
-        return "…" + path[-(width - 1) :]
-    return path
 
 
 def _label_width(labels: list[str]) -> int:
@@ -971,7 +955,7 @@ def render_busiest(r: Report, width: int) -> Table:
             human_count(b.stats.write_ops),
             human_count(b.stats.sync_ops),
             human_bytes(b.top_bytes) if b.top_path else "-",
-            _shorten(b.top_path, r.meta.datadir, name_width) if b.top_path else "",
+            shorten(b.top_path, r.meta.datadir, name_width) if b.top_path else "",
         )
     return table
 

@@ -114,3 +114,36 @@ def test_duration_stops_cleanly(bpf_ready: None, tmp_path: Path) -> None:
     assert proc.stderr == ""
     assert 1.4 < time.monotonic() - started < 15
     assert report_json(trace)["truncated"] is False
+
+
+@pytest.mark.parametrize("how", ["max-size", "sigterm"])
+def test_stops_cleanly_on_size_or_sigterm(bpf_ready: None, iogen: Path, tmp_path: Path, how: str) -> None:
+    gen = subprocess.Popen(
+        [str(iogen), "--dir", str(tmp_path), "--rate", "50000", "--seconds", "30"], stdout=subprocess.PIPE, text=True
+    )
+    trace = str(tmp_path / "s.trace")
+    extra = ["--max-size", "200k"] if how == "max-size" else []
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", "record", "-p", str(gen.pid), "-o", trace, *extra],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert gen.stdout is not None and rec.stderr is not None
+        read_json_line(gen.stdout, 10, "iogen")
+        assert rec.stderr.readline().startswith("mysqlio: recording pid")
+        if how == "sigterm":
+            time.sleep(2.0)
+            rec.send_signal(signal.SIGTERM)
+        rec.wait(timeout=60)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+        gen.kill()
+        gen.wait()
+    assert rec.returncode == 0
+    report = report_json(trace)
+    assert report["truncated"] is False
+    assert sum(f["write_ops"] for f in report["files"]) > 0
+    if how == "max-size":
+        assert os.path.getsize(trace) < 2 * 200 * 1024

@@ -7,7 +7,7 @@ import time
 from typing import TextIO
 
 from mysqlio.model import Interval
-from mysqlio.units import human_bytes, human_rate
+from mysqlio.units import human_bytes, human_rate, printable
 
 TEXT_HEADER = (
     f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
@@ -32,7 +32,7 @@ def format_text(interval: Interval) -> str:
         TEXT_HEADER,
     ]
     for f in interval.files:
-        path = f.path + (" (deleted)" if f.deleted else "")
+        path = printable(f.path) + (" (deleted)" if f.deleted else "")
         lines.append(
             f"{clock:8} {f.kind:16} {human_bytes(f.write_bytes / secs):>10} {human_rate(f.write_ops / secs):>7} "
             f"{human_bytes(f.read_bytes / secs):>10} {human_rate(f.read_ops / secs):>7} "

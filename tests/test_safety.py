@@ -1,0 +1,127 @@
+"""The traced server is never harmed and nothing of ours outlives us."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from traced import read_json_line, start_top
+
+pytestmark = pytest.mark.bpf
+
+
+def held_bpf_ids(pid: int) -> tuple[set[int], set[int]]:
+    """(program ids, link ids) whose fds a process holds, from /proc/PID/fdinfo."""
+    progs: set[int] = set()
+    links: set[int] = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            key, _, value = line.partition(":")
+            if key == "prog_id":
+                progs.add(int(value))
+            elif key == "link_id":
+                links.add(int(value))
+    return progs, links
+
+
+def loaded_bpf_ids() -> tuple[set[int], set[int]]:
+    """(program ids, link ids) the kernel has now."""
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, check=True).stdout)
+    links = json.loads(subprocess.run(["bpftool", "link", "show", "-j"], capture_output=True, check=True).stdout)
+    return {p["id"] for p in progs}, {link["id"] for link in links}
+
+
+def _wait_for(predicate: object, timeout_s: float = 10) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("command", ["top", "record"])
+def test_kill_9_leaves_no_probe_attached(bpf_ready: None, tmp_path: Path, command: str) -> None:
+    victim = subprocess.Popen(["sleep", "60"])
+    if command == "top":
+        tracer = start_top(victim.pid, interval_s=0.3)
+        assert tracer.stdout is not None
+        read_json_line(tracer.stdout, 30, "mysqlio top")
+    else:
+        tracer = subprocess.Popen(
+            [sys.executable, "-m", "mysqlio", "record", "-p", str(victim.pid), "-o", str(tmp_path / "t.trace")],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert tracer.stderr is not None
+        assert tracer.stderr.readline().startswith("mysqlio: recording pid")
+    try:
+        progs, links = held_bpf_ids(tracer.pid)
+        assert len(progs) >= 3 and len(links) >= 3, (progs, links)  # the probes really were attached
+        loaded_progs, loaded_links = loaded_bpf_ids()
+        assert progs <= loaded_progs and links <= loaded_links
+        os.kill(tracer.pid, signal.SIGKILL)
+        tracer.wait()
+
+        def gone() -> bool:
+            now_progs, now_links = loaded_bpf_ids()
+            return not (progs & now_progs) and not (links & now_links)
+
+        assert _wait_for(gone), "a program or link of the killed tracer is still loaded"
+        assert victim.poll() is None, "the traced process was harmed"
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_map_pressure_counts_overflow_without_misattribution(bpf_ready: None, tmp_path: Path) -> None:
+    """More files in one interval than the kernel map holds: overflow is counted and
+    shown as lost events; every file that was counted has exactly its own bytes."""
+    script = (
+        "import os, sys\n"
+        "d = sys.argv[1]\n"
+        "sys.stdin.readline()\n"
+        "for i in range(20000):\n"
+        "    fd = os.open(f'{d}/f{i}', os.O_CREAT | os.O_WRONLY, 0o600)\n"
+        "    os.write(fd, b'x' * (1 + i % 7))\n"
+        "    os.close(fd)\n"
+        "print('done', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    work = tmp_path / "many"
+    work.mkdir()
+    gen = subprocess.Popen(
+        [sys.executable, "-c", script, str(work)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    top = start_top(gen.pid, interval_s=5.0)
+    try:
+        assert top.stdout is not None and gen.stdin is not None and gen.stdout is not None
+        read_json_line(top.stdout, 30, "mysqlio top")
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        assert gen.stdout.readline().strip() == "done"
+        obj = read_json_line(top.stdout, 30, "mysqlio top")
+        while not obj["files"] and not obj["lost_events"]:
+            obj = read_json_line(top.stdout, 30, "mysqlio top")
+    finally:
+        top.kill()
+        top.wait()
+        gen.kill()
+        gen.wait()
+    mine = [f for f in obj["files"] if f["path"].startswith(str(work) + "/")]
+    assert obj["lost_events"] > 0 and obj["drops"]["stats_full"] > 0
+    assert len(obj["files"]) + obj["drops"]["stats_full"] >= 20000
+    for f in mine:
+        i = int(Path(f["path"]).name[1:])
+        assert (f["write_bytes"], f["write_ops"]) == (1 + i % 7, 1), f

@@ -125,3 +125,38 @@ def test_map_pressure_counts_overflow_without_misattribution(bpf_ready: None, tm
     for f in mine:
         i = int(Path(f["path"]).name[1:])
         assert (f["write_bytes"], f["write_ops"]) == (1 + i % 7, 1), f
+
+
+def test_disk_full_during_record(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """ENOSPC mid-recording: one line, non-zero exit, and the trace still reads back."""
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(full)], check=True)
+    gen = subprocess.Popen(
+        [str(iogen), "--dir", "/dev/shm", "--rate", "50000", "--seconds", "20"], stdout=subprocess.DEVNULL
+    )
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "mysqlio", "record", "-p", str(gen.pid), "-o", str(full / "t.trace"), "-q"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode != 0
+        assert proc.stderr.strip().splitlines() == [
+            f"mysqlio: cannot write trace {full}/t.trace: No space left on device"
+        ]
+        report = subprocess.run(
+            [sys.executable, "-m", "mysqlio", "report", str(full / "t.trace"), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert json.loads(report.stdout)["truncated"] is True
+    finally:
+        gen.kill()
+        gen.wait()
+        subprocess.run(["umount", str(full)], check=False)
+        Path("/dev/shm/rate.dat").unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from mysqlio.errors import UserError
 from mysqlio.events import API_NAMES, OP_NAMES
 from mysqlio.model import COUNTER_FIELDS
 from mysqlio.render import shorten
@@ -40,6 +41,7 @@ GROUP_LIST_KEYS = {"file": "files", "kind": "kinds", "table": "tables", "thread"
 # counter columns of every aggregate, in this order (the same as top's)
 COUNTERS = COUNTER_FIELDS
 _WRITE, _READ = OP_NAMES.index("write"), OP_NAMES.index("read")
+_MAX_TRACE_S = 366 * 86400.0  # a year of recording
 _NOPS = len(OP_NAMES)
 _OP_COLUMN = {_WRITE: 1, _READ: 3, 2: 4, 3: 5, 4: 6}  # op index -> COUNTERS column of its ops
 assert OP_NAMES[2:] == ("fsync", "fdatasync", "sync_file_range")
@@ -198,6 +200,9 @@ class Decoder:
         self.events_total += n
         col = batch.column
         t = _np(col("t"))
+        # a damaged file can still decode; times outside any real trace mean damage
+        if n and not (np.isfinite(t).all() and t.min() > -1.0 and t.max() < _MAX_TRACE_S):
+            raise UserError("the trace holds impossible event times: the file is damaged")
         if n:
             self.max_t = max(self.max_t, float(t.max()))
         path_d = col("path")

@@ -364,6 +364,8 @@ class TraceReader:
             while True:
                 try:
                     batch, custom = reader.read_next_batch_with_custom_metadata()
+                    # a damaged batch can decode: out-of-range dictionary indices, bad offsets
+                    batch.validate(full=True)
                 except StopIteration:
                     return
                 except (pa.ArrowException, OSError, ValueError):

@@ -5,6 +5,7 @@ VENV      := .venv
 PY        := $(VENV)/bin/python
 BUILD     := build
 BPF_OBJ   := tracer/bpf/mysqlio.bpf.o
+FLOOR_OBJ := tracer/bpf/empty.bpf.o
 VMLINUX_H := $(BUILD)/vmlinux.h
 IOGEN     := tools/iogen
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
@@ -29,14 +30,14 @@ $(VENV_STAMP): setup.py $(DEPS_STAMP)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-bpf: $(BPF_OBJ)
+bpf: $(BPF_OBJ) $(FLOOR_OBJ)
 
 $(VMLINUX_H): $(DEPS_STAMP)
 	@test -r /sys/kernel/btf/vmlinux || { echo "mysqlio: this kernel has no BTF (/sys/kernel/btf/vmlinux): the BPF backend needs CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
 	@mkdir -p $(BUILD)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(BPF_OBJ): probes/mysqlio.bpf.c probes/mysqlio.h $(VMLINUX_H)
+tracer/bpf/%.bpf.o: probes/%.bpf.c probes/mysqlio.h $(VMLINUX_H)
 	@command -v $(CLANG) >/dev/null || { echo "mysqlio: clang is missing; 'make setup' installs it (Debian package clang)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \
@@ -60,9 +61,10 @@ format:
 demo: setup
 	$(PY) -m mysqlio demo
 
+# the full suite (about 20 minutes); results go to docs/benchmarks.md
 bench: setup
-	$(PY) tools/bench.py
+	$(PY) tools/bench.py --out docs/benchmarks.md
 
 clean:
-	rm -rf $(BUILD) $(BPF_OBJ) $(VENV)
+	rm -rf $(BUILD) $(BPF_OBJ) $(FLOOR_OBJ) $(VENV)
 	$(MAKE) -C tools clean

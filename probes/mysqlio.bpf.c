@@ -311,15 +311,19 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 }
 
 /* record: one event into the ring buffer; no wakeup, userspace polls */
-static __noinline void emit(const struct pending_io *req, __u8 api, __s64 result)
+/* Global (not static) functions are verified once, not at every call site:
+ * this keeps load time low with the bounded loops that call them. */
+__noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
 {
 	struct mio_event *e;
 	__u64 now = bpf_ktime_get_ns();
 
+	if (!req)
+		return 0;
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__sync_fetch_and_add(&drops.ringbuf_full, 1);
-		return;
+		return 0;
 	}
 	e->ts_ns = now;
 	e->latency_ns = now - req->ts_ns;
@@ -332,6 +336,7 @@ static __noinline void emit(const struct pending_io *req, __u8 api, __s64 result
 	e->api = api;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
 }
 
 static __always_inline __u32 file_dev(struct file *file)
@@ -463,7 +468,7 @@ static __always_inline __s64 iovec_bytes(__u64 iov_ptr, __u64 count)
 
 /* Account iocb i of an io_submit call; accepted says whether the kernel
  * took it (its submitted size counts) or rejected it (an error). */
-static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted, __u64 submit_ns, long submit_ret)
+__noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_ns, __s64 submit_ret)
 {
 	struct pending_io pending = {};
 	__u64 key;
@@ -476,7 +481,7 @@ static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted, __u64 
 	if (bpf_probe_read_user(&user_iocb, sizeof(user_iocb), (void *)(iocbpp + i * 8)) ||
 	    bpf_probe_read_user(&cb, sizeof(cb), user_iocb)) {
 		__sync_fetch_and_add(&drops.read_faults, 1);
-		return;
+		return 0;
 	}
 	switch (cb.aio_lio_opcode) {
 	case IOCB_CMD_PWRITE:
@@ -502,14 +507,14 @@ static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted, __u64 
 		op = MIO_FDATASYNC;
 		break;
 	default:
-		return;
+		return 0;
 	}
 	file = fd_to_file(cb.aio_fildes);
 	if (!file_is_storage(file))
-		return;
+		return 0;
 	account(file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
 	if (!targ_record)
-		return;
+		return 0;
 	pending.ts_ns = submit_ns;
 	pending.dev = file_dev(file);
 	pending.ino = file_ino(file);
@@ -519,12 +524,13 @@ static __noinline void account_iocb(__u64 iocbpp, __u32 i, bool accepted, __u64 
 	if (!accepted) {
 		/* io_submit's own error is the first rejected iocb's */
 		emit(&pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */);
-		return;
+		return 0;
 	}
 	/* completion is read at io_getevents, matched by the iocb pointer */
 	key = (__u64)user_iocb;
 	if (bpf_map_update_elem(&aio_pending, &key, &pending, BPF_ANY))
 		__sync_fetch_and_add(&drops.pending_full, 1);
+	return 0;
 }
 
 static __always_inline void account_io_submit(struct inflight *call, long ret)

@@ -1,5 +1,6 @@
 """mysqlio: per-file I/O accounting for MySQL / MariaDB (eBPF, SystemTap)."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,8 @@ class BuildWithProbes(build_py):
     def run(self) -> None:
         subprocess.run(["make", "-C", str(HERE), "bpf"], check=True)
         super().run()
+        # the SystemTap scripts ship inside the package (mysqlio.stap.script_dir looks there first)
+        shutil.copytree(HERE / "stap", Path(self.build_lib) / "mysqlio" / "stap", dirs_exist_ok=True)
 
 
 setup(

@@ -108,3 +108,19 @@ def test_json_count_prints_exactly_n_objects(bpf_ready: None) -> None:
         assert set(obj) >= {"time", "interval_s", "pid", "lost_events", "files"}
         assert obj["pid"] == os.getpid()
         assert 0.1 < obj["interval_s"] < 1.0
+
+
+def test_stap_backend_without_stap_is_one_line(tmp_path: Path) -> None:
+    """`top --backend stap` where stap is not installed: one line saying what is missing."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    env = {**os.environ, "PATH": str(bindir)}
+    proc = subprocess.run(
+        [*MYSQLIO, "top", "--backend", "stap", "-p", str(os.getpid()), "-n", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    assert_one_line_error(proc, "stap")

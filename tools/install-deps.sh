@@ -2,9 +2,12 @@
 # Installs the Debian packages mysqlio builds, tests and demos with.
 # Idempotent and quick when everything is already there.
 set -eu
+# systemtap + Debian's kernel headers: the SystemTap backend's scripts are compiled
+# (stap -p4) against them in the tests; this machine's own kernel has no headers package.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
 libaio-dev liburing-dev mariadb-server mariadb-client sysbench
-python3 python3-venv strace tmux"
+python3 python3-venv strace tmux
+systemtap linux-headers-$(dpkg --print-architecture)"
 
 missing=""
 for pkg in $PACKAGES; do

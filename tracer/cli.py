@@ -11,6 +11,8 @@ from mysqlio.errors import BpfError, UserError
 from mysqlio.kinds import KINDS
 from mysqlio.view import GROUPS, SORT_KEYS, Filters
 
+BACKENDS = ("auto", "bpf", "stap")  # mysqlio.stap.BACKENDS (not imported here: it pulls numpy)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that fails with one line instead of the usage block."""
@@ -86,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fold-partitions", action="store_true", help="count a partitioned table's partitions as one table"
     )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
+    _add_backend(top)
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
     mode.add_argument("--json", action="store_true", help="one JSON object per interval, one per line")
@@ -96,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("-d", "--duration", type=_positive_float, default=0.0, help="stop after SECONDS")
     record.add_argument("--max-size", type=_size, default=0, help="stop when the trace reaches SIZE (e.g. 500M, 2G)")
     record.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    _add_backend(record)
 
     demo = sub.add_parser("demo", help="start a throwaway MariaDB under a write load and run top on it")
     demo.add_argument("-i", "--interval", type=_positive_float, default=1.0, help="seconds between updates (default 1)")
@@ -105,6 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="JSON lines instead of text")
     _add_trace_parsers(sub)
     return parser
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="eBPF or SystemTap (default auto: eBPF when the kernel has BTF, else SystemTap when stap is installed)",
+    )
 
 
 def _output_mode(json_lines: bool, batch: bool) -> str:
@@ -129,12 +142,13 @@ def _size(text: str) -> int:
 
 
 def _traced_pid(args: argparse.Namespace) -> int:
-    """The thread group to trace: -p, or the single running server; checked, with BPF usable."""
-    from mysqlio import preflight, target
+    """The thread group to trace: -p, or the single running server; checked, with a usable
+    backend chosen (args.backend becomes "bpf" or "stap")."""
+    from mysqlio import stap, target
 
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
-    preflight.check_bpf_environment()
+    args.backend = stap.select_backend(args.backend)
     return target.tgid_of(pid)
 
 
@@ -148,6 +162,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         max_size=args.max_size,
         quiet=args.quiet,
         command="mysqlio " + " ".join(sys.argv[1:]),
+        backend=args.backend,
     )
     return run_record(options)
 
@@ -172,6 +187,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         sort=args.sort,
         filters=Filters(kinds=args.kind, match=args.match),
         fold_partitions=args.fold_partitions,
+        backend=args.backend,
     )
     return run_top(options)
 
@@ -288,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         message = str(exc)
         print(message if message.startswith("mysqlio") else f"mysqlio: {message}", file=sys.stderr)
+        log = getattr(exc, "log", "")  # stap.StapError: the end of what stap said
+        if log:
+            print("mysqlio: stap said (last lines):\n" + "\n".join(log.splitlines()[-15:]), file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         return 0

@@ -24,6 +24,7 @@ from mysqlio.layout import read_layout
 from mysqlio.probe import FileIdentity, IoProbe
 from mysqlio.resolve import FileResolver
 from mysqlio.ringbuf import RingBufferReader
+from mysqlio.stap import StapProbe, open_probe
 from mysqlio.top import _StopFlag
 from mysqlio.trace import FileInfo, TraceMeta, TraceWriter
 from mysqlio.units import human_bytes
@@ -43,6 +44,7 @@ class RecordOptions:
     quiet: bool = False
     ring_bytes: int = DEFAULT_RING_BYTES
     command: str = ""
+    backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
 
 
 def parse_size(text: str) -> int:
@@ -122,8 +124,11 @@ def run_record(options: RecordOptions) -> int:
     progress = _Progress(options.quiet)
     lost = _LostCount()
     try:
-        with IoProbe(options.pid, record_ring_bytes=options.ring_bytes) as probe:
-            ring = RingBufferReader(probe.events_map_fd(), options.ring_bytes)
+        with open_probe(options.backend, options.pid, options.ring_bytes, stop=stop.event) as probe:
+            if isinstance(probe, StapProbe):
+                ring = probe.events_reader()
+            else:
+                ring = RingBufferReader(probe.events_map_fd(), options.ring_bytes)
             if not options.quiet:
                 name = target.process_name(options.pid)
                 print(
@@ -137,6 +142,8 @@ def run_record(options: RecordOptions) -> int:
                 return _loop(options, probe, ring, names, writer, stop, progress, lost)
             finally:
                 ring.close()
+                # stap reports skipped probes and lost output lines only when it stops
+                lost.total = max(lost.total, sum(probe.drops().as_dict().values()))
     finally:
         writer.close(lost_total=lost.total, end_wall=time.time())
 

@@ -20,6 +20,7 @@ from mysqlio.model import Interval, aggregate
 from mysqlio.output import write_json, write_text
 from mysqlio.probe import IoProbe
 from mysqlio.resolve import FileResolver
+from mysqlio.stap import open_probe
 from mysqlio.view import Filters, ScreenState
 
 
@@ -33,6 +34,7 @@ class TopOptions:
     sort: str = "write"
     filters: Filters = field(default_factory=Filters)
     fold_partitions: bool = False
+    backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
 
 
 class IntervalSampler:
@@ -118,7 +120,7 @@ class StreamSink:
 def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     stop = _StopFlag()
     stop.install()
-    with IoProbe(options.pid) as probe:
+    with open_probe(options.backend, options.pid, stop=stop.event) as probe:
         resolver = FileResolver(options.pid, probe.kernel_name)
         resolver.scan_fds()
         layout = read_layout(options.pid)

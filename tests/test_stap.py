@@ -1,0 +1,595 @@
+"""The SystemTap backend, as far as it can be tested on a machine that cannot load modules:
+
+- every script compiles to a module (stap -p4) against Debian's own kernel headers;
+- the scripts print exactly the records tracer/stap_protocol.py parses, with its constants;
+- captured script output (tests/fixtures/stap, made from a real iogen run by
+  make_fixtures.py) goes through the same resolver, classifier, model, trace
+  writer and report as the eBPF backend's, and gives iogen's numbers;
+- stap's process handling (start, intervals, errors, stop) against a stand-in stap;
+- an unusable environment is one line.
+
+Like the BPF tests, the compile tests never skip: without stap or the headers they fail with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mysqlio import preflight
+from mysqlio import stap as stapmod
+from mysqlio import stap_protocol as proto
+from mysqlio.bpf_types import Api, Op
+from mysqlio.classify import Classifier
+from mysqlio.errors import UserError
+from mysqlio.layout import read_layout
+from mysqlio.probe import FileIdentity
+from mysqlio.record import _Names
+from mysqlio.report import build_report, report_json
+from mysqlio.resolve import FileResolver
+from mysqlio.stap import MountTable, StapError, StapProbe, replay_probe
+from mysqlio.top import IntervalSampler
+from mysqlio.trace import TraceMeta, TraceReader, TraceWriter
+from traced import COUNTERS, FileTotals
+
+REPO = Path(__file__).resolve().parent.parent
+STAP_DIR = REPO / "stap"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "stap"
+FIXTURE_DEV = os.makedev(8, 3)
+EMITTERS = {
+    "H": "mio_emit_hello",
+    "N": "mio_emit_name",
+    "A": "mio_emit_row",
+    "E": "mio_emit_event",
+    "I": "mio_emit_mark",
+}
+# stap cannot see io_uring (no tracepoint gives it the file); iogen's uring scenario uses nothing else
+NOT_TRACED = ("uring.dat", "uring_err.dat", "uring_fixed.dat")
+
+
+def stap_sources() -> dict[Path, str]:
+    return {p: p.read_text() for p in sorted(STAP_DIR.rglob("*.stp"))}
+
+
+def free_pid() -> int:
+    """A pid no process has (beyond pid_max)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+# ---- compile: stap -p4 against Debian's kernel headers ----
+
+
+def headers_release() -> str:
+    """The kernel release of Debian's linux-headers-amd64 (the running kernel is not Debian's)."""
+    dpkg = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Depends}", "linux-headers-amd64"], capture_output=True, text=True, check=False
+    )
+    match = re.search(r"linux-headers-(\S+)", dpkg.stdout)
+    candidates = [match.group(1)] if match else []
+    candidates += sorted((p.parent.name for p in Path("/lib/modules").glob("*/build")), reverse=True)
+    for release in candidates:
+        if Path(f"/lib/modules/{release}/build/Makefile").exists():
+            return release
+    pytest.fail("no kernel headers to compile against: install linux-headers-amd64 (tools/install-deps.sh)")
+
+
+@dataclasses.dataclass
+class Compiled:
+    returncode: int
+    seconds: float
+    module: Path
+    output: str
+
+
+@dataclasses.dataclass
+class Build:
+    release: str
+    runtime: Path | None
+    work: Path
+    env: dict[str, str]
+
+    def run(self, mode: str, last_pass: int) -> subprocess.CompletedProcess[str]:
+        cmd = stapmod.compile_command(mode, release=self.release, runtime=self.runtime, last_pass=last_pass)
+        return subprocess.run(
+            cmd, cwd=self.work, env=self.env, capture_output=True, text=True, check=False, timeout=1200
+        )
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
+    if shutil.which("stap") is None:
+        pytest.fail("stap is not installed: install systemtap (tools/install-deps.sh)")
+    release = headers_release()
+    work = tmp_path_factory.mktemp("stap-build")
+    cache = Path(os.environ.get("MYSQLIO_TEST_STAP_CACHE") or work / "cache")
+    runtime = stapmod.compat_runtime(release, cache_dir=cache)  # a stable path: part of stap's cache keys
+    return Build(release, runtime, work, {**os.environ, "SYSTEMTAP_DIR": str(cache)})
+
+
+@pytest.fixture(scope="session")
+def compiled(build: Build) -> dict[str, Compiled]:
+    """Each script translated and compiled once per session, one after the other: the first
+    builds stap's caches (autoconf probes of the headers, tracepoint and type queries) in a
+    fresh directory, the second reuses them. MYSQLIO_TEST_STAP_CACHE keeps them between runs."""
+    runtime, work = build.runtime, build.work
+    results = {}
+    for mode in stapmod.MODES:
+        start = time.monotonic()
+        proc = build.run(mode, 4)
+        seconds = time.monotonic() - start
+        printed = [line for line in proc.stdout.splitlines() if line.endswith(".ko")]
+        module = Path(work, printed[-1]) if printed else work / "none.ko"  # stap prints its cached module
+        results[mode] = Compiled(proc.returncode, seconds, module, proc.stdout + proc.stderr)
+        print(f"stap -p4 {mode}: {seconds:.1f} s (runtime {'patched copy' if runtime else 'as installed'})")
+    return results
+
+
+@pytest.mark.parametrize("mode", stapmod.MODES)
+def test_script_compiles_to_a_module(compiled: dict[str, Compiled], mode: str) -> None:
+    result = compiled[mode]
+    assert result.returncode == 0, result.output[-3000:]
+    assert result.module.exists(), result.output[-3000:]
+    vermagic = re.search(rb"vermagic=(\S+)", result.module.read_bytes())
+    assert vermagic and vermagic.group(1).decode() == headers_release()
+
+
+def test_compiles_take_minutes_not_more(compiled: dict[str, Compiled]) -> None:
+    """CI budget: both compiles (the first with cold caches) take about 100 s on 2 cores;
+    the bound leaves room for a loaded runner."""
+    total = sum(c.seconds for c in compiled.values())
+    assert total < 240, {m: round(c.seconds, 1) for m, c in compiled.items()}
+
+
+@pytest.mark.parametrize("mode", stapmod.MODES)
+def test_hot_paths_lock_nothing_before_their_filters(build: Build, compiled: dict[str, Compiled], mode: str) -> None:
+    """In the C stap generates, a tracepoint handler takes SystemTap's locks on the script's
+    globals only after its pid test, and a read/write handler only once the file is known to be
+    storage: the other system calls of the machine, and mysqld's socket I/O, take no lock."""
+    proc = build.run(mode, 3)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    handlers = re.findall(r"static void probe_\d+ \(struct context.*?\n(.*?)\n\}\n", proc.stdout, re.S)
+    checked = 0
+    for body in handlers:
+        if "raw_syscalls:sys_" not in body or "global_lock(" not in body:
+            continue
+        lock = body.index("stp_lock_probe(")
+        assert body.index("function___global_target") < lock
+        if "mio_is_storage" in body and "mio_iocb" not in body:
+            assert body.rindex("mio_is_storage") < lock
+            checked += 1
+    assert checked == {"top": 1, "record": 2}[mode]  # record: entry and exit
+
+
+def test_compat_runtime_only_when_headers_need_it(tmp_path: Path) -> None:
+    release = headers_release()
+    needed = stapmod._header_declares(release, "linux/task_work.h", "task_work_cancel_func")
+    runtime = stapmod.compat_runtime(release, cache_dir=tmp_path)
+    if not needed or "task_work_cancel_func" in (stapmod.stap_runtime_dir() / "stp_task_work.c").read_text():
+        assert runtime is None
+        return
+    assert runtime is not None
+    patched = (runtime / "stp_task_work.c").read_text()
+    assert "task_work_cancel_func(task, func)" in patched
+    assert not re.search(r"\btask_work_cancel\b", patched)
+    assert stapmod.compat_runtime(release, cache_dir=tmp_path) == runtime  # made once
+
+
+# ---- the scripts and the parser agree ----
+
+
+def printf_formats(text: str) -> list[str]:
+    return re.findall(r'(?<![\w])printf\s*\(\s*"((?:[^"\\]|\\.)*)"', text)
+
+
+def function_body(text: str, name: str) -> str:
+    start = text.index(f"function {name}")
+    end = text.find("\nfunction ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_scripts_print_exactly_the_protocol_records() -> None:
+    """Every printf of the scripts is one record of the protocol, each printed in one place."""
+    formats = [f for text in stap_sources().values() for f in printf_formats(text)]
+    assert sorted(formats) == sorted(r.printf_format() for r in proto.RECORD_TYPES.values())
+
+
+def test_each_record_has_its_emitter_and_each_script_its_records() -> None:
+    tapset = (STAP_DIR / "tapset" / "mysqlio.stp").read_text()
+    for tag, emitter in EMITTERS.items():
+        assert printf_formats(function_body(tapset, emitter)) == [proto.RECORD_TYPES[tag].printf_format()]
+    for mode, tags in proto.SCRIPT_RECORDS.items():
+        script = stapmod.script_path(mode).read_text()
+        used = {tag for tag, emitter in EMITTERS.items() if re.search(rf"\b{emitter}\s*\(", script)}
+        assert used == set(tags), mode
+
+
+def test_hello_carries_the_protocol_version() -> None:
+    body = function_body((STAP_DIR / "tapset" / "mysqlio.stp").read_text(), "mio_emit_hello")
+    version = re.search(r'printf\("[^"]*",\s*(\d+),', body)
+    assert version and int(version.group(1)) == proto.PROTOCOL_VERSION
+
+
+def stpm_defines() -> dict[str, str]:
+    text = (STAP_DIR / "tapset" / "mysqlio.stpm").read_text()
+    return dict(re.findall(r"@define (\w+) %\(\s*(.*?)\s*%\)", text))
+
+
+def test_codes_match_python_and_limits_match_the_bpf_probe() -> None:
+    defines = stpm_defines()
+    assert {k[len("MIO_OP_") :]: int(v) for k, v in defines.items() if k.startswith("MIO_OP_")} == {
+        op.name: op.value for op in Op
+    }
+    api = {k[len("MIO_API_") :]: int(v) for k, v in defines.items() if k.startswith("MIO_API_")}
+    assert api == {a.name: a.value for a in Api if a is not Api.IO_URING}
+    header = (REPO / "probes" / "mysqlio.h").read_text()
+    for limit in ("MAX_IOCBS", "MAX_IOVECS", "MAX_AIO_EVENTS"):
+        assert defines[f"MIO_{limit}"] == re.search(rf"#define {limit} (\d+)", header).group(1), limit
+
+
+def test_syscall_numbers_match_the_bpf_probe() -> None:
+    bpf = (REPO / "probes" / "mysqlio.bpf.c").read_text()
+    x86 = bpf[bpf.index("__TARGET_ARCH_x86") : bpf.index("__TARGET_ARCH_arm64")]
+    bpf_numbers = dict(re.findall(r"#define NR_(\w+) (\d+)", x86))
+    stap_numbers = {k[3:]: v for k, v in stpm_defines().items() if k.startswith("NR_")}
+    assert set(bpf_numbers) <= set(stap_numbers)
+    assert {k: stap_numbers[k] for k in bpf_numbers} == bpf_numbers
+
+
+# ---- the parser ----
+
+
+def test_every_record_round_trips() -> None:
+    records: list[proto.Record] = [
+        proto.Hello(1, "top", 4242, "stap_abc_1"),
+        proto.Name(8388611, 12, 1, True, (b"var", b"lib", b"my sql", b"t\n\xff.ibd")),
+        proto.Name(8388611, 13, 0, False, ()),
+        proto.Row(8388611, 12, 4243, 0, 1, 16384, 1, 0),
+        proto.Event(1_700_000_000_000_000_000, 5000, 4243, 1, 0, 8388611, 12, -1, -9),
+        proto.Mark(7, 1_700_000_000_000_000_000, dict(zip(proto.DROP_FIELDS, range(1, 6), strict=True))),
+    ]
+    for record in records:
+        line = proto.format_record(record)
+        assert line.endswith("\n") and "\n" not in line[:-1]
+        assert proto.parse_line(line) == record
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["", "Z 1 2", "A 1 2 3", "A 1 2 3 4 5 6 7 x", "N 1 2 1 1 zz/00", "I 1 2 3 4 5 6", "H 1 top 12"],
+)
+def test_malformed_lines_are_protocol_errors(line: str) -> None:
+    with pytest.raises(proto.ProtocolError):
+        proto.parse_line(line)
+
+
+def test_mountinfo_maps_filesystem_paths_to_the_process_view() -> None:
+    table = MountTable.parse(
+        "22 1 8:3 / / rw - ext4 /dev/sda3 rw\n"
+        "30 22 8:17 / /var/lib/mysql rw - xfs /dev/sdb1 rw\n"
+        "31 22 8:17 /binlogs /srv/my\\040logs rw - xfs /dev/sdb1 rw\n"
+        "32 22 0:45 / /tmp rw - tmpfs tmpfs rw\n"
+    )
+    assert table.absolute(os.makedev(8, 3), "etc/my.cnf") == "/etc/my.cnf"
+    assert table.absolute(os.makedev(8, 17), "ibdata1") == "/var/lib/mysql/ibdata1"
+    assert table.absolute(os.makedev(8, 17), "binlogs/mysql-bin.000001") == "/srv/my logs/mysql-bin.000001"
+    assert table.absolute(os.makedev(0, 45), "#sql-1.ibd") == "/tmp/#sql-1.ibd"
+    assert table.absolute(os.makedev(9, 9), "x") is None
+
+
+# ---- captured output through the whole pipeline ----
+
+
+@dataclasses.dataclass
+class Materialized:
+    """The fixture moved onto this machine: iogen's files where the run left them, under tmp_path,
+    and the fixture's identities replaced by theirs, so that the real FileResolver checks them."""
+
+    directory: Path
+    expected: dict[str, dict]
+    mounts: MountTable
+    ids: dict[tuple[int, int], tuple[int, int]]  # fixture (kernel dev, ino) -> this machine's
+
+    def lines(self, name: str) -> Iterator[str]:
+        for line in (FIXTURES / name).read_text().splitlines(keepends=True):
+            record = proto.parse_line(line)
+            if isinstance(record, proto.Name | proto.Row | proto.Event):
+                dev, ino = self.ids[(record.dev, record.ino)]
+                record = dataclasses.replace(record, dev=dev, ino=ino)
+            yield proto.format_record(record)
+
+
+def kdev(dev: int) -> int:
+    return (os.major(dev) << 20) | os.minor(dev)
+
+
+@pytest.fixture
+def materialized(tmp_path: Path) -> Materialized:
+    files = json.loads((FIXTURES / "iogen-files.json").read_text())
+    root = tmp_path / "fs"
+    gone = root / "gone"
+    gone.parent.mkdir(parents=True)
+    gone.write_bytes(b"")
+    st_gone = gone.stat()
+    gone.unlink()  # an inode number no file in the directory has
+    ids = {}
+    for f in files:
+        if f["path"] is None:
+            real = (kdev(st_gone.st_dev), st_gone.st_ino)
+        else:
+            path = root / f["path"].lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+            st = path.stat()
+            real = (kdev(st.st_dev), st.st_ino)
+        major, minor = (int(x) for x in f["dev"].split(":"))
+        ids[((major << 20) | minor, f["ino"])] = real
+    expected = json.loads((FIXTURES / "iogen-expected.json").read_text())
+    want = {str(root) + f["path"]: f for f in expected["files"]}
+    # the fixture's filesystem root is tmp_path/fs here
+    mounts = MountTable([stapmod.Mount(root.stat().st_dev, "/", str(root))])
+    return Materialized(root / "srv" / "iogen", want, mounts, ids)
+
+
+def traced_expectation(m: Materialized) -> dict[str, dict]:
+    return {p: f for p, f in m.expected.items() if not p.endswith(NOT_TRACED)}
+
+
+def test_fixture_follows_the_protocol_and_covers_every_record() -> None:
+    for name, mode in (("iogen-top.txt", "top"), ("iogen-record.txt", "record")):
+        records = [proto.parse_line(line) for line in (FIXTURES / name).read_text().splitlines()]
+        assert records[0] == dataclasses.replace(records[0], mode=mode, version=proto.PROTOCOL_VERSION)
+        tags = {type(r).__name__ for r in records}
+        assert {proto.RECORD_TYPES[t] for t in proto.SCRIPT_RECORDS[mode]} == {
+            proto.RECORD_TYPES[{"Hello": "H", "Name": "N", "Row": "A", "Event": "E", "Mark": "I"}[t]] for t in tags
+        }
+        marks = [r.seq for r in records if isinstance(r, proto.Mark)]
+        assert marks == list(range(1, len(marks) + 1))
+
+
+def test_top_pipeline_gives_iogens_numbers(materialized: Materialized) -> None:
+    """Captured top output -> StapProbe -> IntervalSampler (top's own) -> Interval JSON, as
+    `top --json` prints it: per file, every counter equals iogen's, names and deletions right."""
+    m = materialized
+    pid = free_pid()
+    probe = replay_probe(m.lines("iogen-top.txt"), pid, "top", m.mounts)
+    resolver = FileResolver(pid, probe.kernel_name)
+    sampler = IntervalSampler(probe, resolver, Classifier(read_layout(pid)), pid)
+    intervals = []
+    while not probe.ended:
+        intervals.append(sampler.sample().to_json())
+    totals = FileTotals()
+    for obj in intervals:
+        json.dumps(obj)  # what top --json writes
+        totals.add(obj)
+    got = totals.under(str(m.directory))
+    want = traced_expectation(m)
+    assert totals.lost_events == 0
+    assert sorted(got) == sorted(want)
+    for path, w in want.items():
+        assert {c: got[path][c] for c in COUNTERS} == {c: w[c] for c in COUNTERS}, path
+        assert totals.deleted[path] == w["deleted"], path
+    assert len([i for i in intervals if i["files"]]) >= 3  # the run spans several intervals
+    apis = {Path(f["path"]).name: set(f["apis"]) for obj in intervals for f in obj["files"]}
+    assert apis["aio_a.dat"] == {"libaio"} and apis["write.dat"] == {"syscall"}
+
+
+def test_record_pipeline_gives_iogens_numbers(materialized: Materialized, tmp_path: Path) -> None:
+    """Captured record output -> StapProbe events (EVENT_DTYPE) -> the trace writer -> report:
+    per file, every counter equals iogen's; latencies and offsets are carried."""
+    m = materialized
+    pid = free_pid()
+    lines = list(m.lines("iogen-record.txt"))
+    first_ns = min(r.time_ns for r in map(proto.parse_line, lines) if isinstance(r, proto.Event))
+    start_mono_ns = time.monotonic_ns()
+    offset = first_ns - start_mono_ns - 1_000_000  # the first event 1 ms after the start
+    probe = replay_probe(lines, pid, "record", m.mounts, clock_offset_ns=offset)
+    resolver = FileResolver(pid, probe.kernel_name)
+    names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)  # type: ignore[arg-type]
+    meta = TraceMeta("host", "kernel", pid, None, None, None, time.time(), start_mono_ns, "test")
+    trace = str(tmp_path / "t.trace")
+    writer = TraceWriter(trace, meta)
+    reader = probe.events_reader()
+    events = reader.read()
+    assert len(events) == sum(1 for line in lines if line.startswith("E "))
+    probe.drain()
+    names.learn(events)
+    writer.write(events, names.files, names.threads, sum(probe.drops().as_dict().values()))
+    writer.close(lost_total=0)
+    report = report_json(build_report(TraceReader(trace), "file", per_second=True))
+    assert report["lost_events"] == 0 and report["events"] == len(events)
+    got = {f["path"]: f for f in report["files"] if f["path"].startswith(str(m.directory) + "/")}
+    want = traced_expectation(m)
+    assert sorted(got) == sorted(want)
+    for path, w in want.items():
+        assert {c: got[path][c] for c in COUNTERS} == {c: w[c] for c in COUNTERS}, path
+        assert got[path]["deleted"] == w["deleted"], path
+    assert (events["latency_ns"] > 0).all()
+    reads = events[(events["op"] == Op.READ) & (events["api"] == Api.SYSCALL)]
+    assert 15000 in reads["offset"].tolist()  # preadv2 at 15000
+
+
+def test_a_name_walked_too_deep_is_shown_as_incomplete() -> None:
+    name = proto.Name(kdev(FIXTURE_DEV), 5, 0, False, (b"mysql", b"t1.ibd"))
+    lines = [proto.format_record(proto.Hello(1, "top", 1, "m")), proto.format_record(name)]
+    probe = replay_probe(lines, free_pid(), "top", MountTable.parse((FIXTURES / "mountinfo.txt").read_text()))
+    probe.drain()
+    kn = probe.kernel_name(FileIdentity(FIXTURE_DEV, 5))
+    assert kn is not None and kn.path == ".../mysql/t1.ibd" and not kn.complete and kn.deleted
+    assert probe.kernel_name(FileIdentity(FIXTURE_DEV, 6)) is None
+
+
+def test_a_script_of_another_protocol_version_is_refused() -> None:
+    with pytest.raises(StapError, match="protocol 2"):
+        replay_probe(["H 2 top 1 m\n"], 1, "top", MountTable())
+
+
+# ---- the stap process, with a stand-in stap ----
+
+# stand-ins for stap (compiles: prints a module path) and staprun (runs it: the protocol)
+FAKE_STAP = textwrap.dedent(
+    """\
+    import os, sys
+    args = sys.argv[1:]
+    if os.environ["FAKE_STAP"] == "fail":
+        sys.stderr.write("Pass 1: parsed user script\\n")
+        sys.stderr.write('semantic error: no match while resolving probe point kernel.trace("raw_syscalls:sys_exit")\\n')
+        sys.stderr.write("Pass 2: analysis failed.  [man error::pass2]\\n")
+        sys.exit(1)
+    assert "-p4" in args
+    mode = "record" if args[-1].endswith("mysqlio-record.stp") else "top"
+    module = os.path.join(os.environ["FAKE_CACHE"], f"stap_0123_{mode}.ko")
+    open(module, "w").close()
+    print(module)
+    """
+)
+FAKE_STAPRUN = textwrap.dedent(
+    """\
+    import os, sys
+    args = sys.argv[1:]
+    assert "-R" in args
+    mode = "record" if args[-1].endswith("_record.ko") else "top"
+    pid = int(args[args.index("-x") + 1])
+    flush = os.path.join(os.environ["MYSQLIO_STAP_PROCFS"], "fakemod", "flush")
+    os.makedirs(os.path.dirname(flush))
+    os.mkfifo(flush)
+    print(f"H 1 {mode} {pid} fakemod", flush=True)
+    print(os.environ["FAKE_NAME"], flush=True)
+    seq = 0
+    try:
+        while True:
+            with open(flush) as f:
+                f.read()
+            seq += 1
+            print(os.environ["FAKE_ROW"], flush=True)
+            print(f"I {seq} 1 0 0 0 0 0", flush=True)
+    except KeyboardInterrupt:
+        print(f"I {seq + 1} 1 0 0 0 0 0", flush=True)
+        sys.stderr.write("WARNING: Number of errors: 0, skipped probes: 3\\n")
+    """
+)
+
+
+@pytest.fixture
+def fake_stap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, code in (("stap", FAKE_STAP), ("staprun", FAKE_STAPRUN)):
+        exe = bindir / name
+        exe.write_text(f"#!{sys.executable}\n{code}")
+        exe.chmod(0o755)
+    (tmp_path / "cache").mkdir()
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("MYSQLIO_STAP_PROCFS", str(tmp_path / "procfs"))
+    monkeypatch.setenv("FAKE_CACHE", str(tmp_path / "cache"))
+    return bindir
+
+
+def fs_relative(path: Path) -> tuple[int, str]:
+    """(st_dev, path relative to its filesystem's root), from this process's mountinfo: the
+    inverse of what StapProbe does with a name."""
+    st = path.stat()
+    best = None
+    for m in MountTable.of_process(os.getpid()).mounts:
+        point = m.point.rstrip("/")
+        if m.dev == st.st_dev and str(path).startswith(point + "/") and (best is None or len(point) > len(best[0])):
+            best = (point, m.root.rstrip("/"))
+    assert best is not None
+    return st.st_dev, (best[1] + str(path)[len(best[0]) :]).lstrip("/")
+
+
+def test_live_stap_process_intervals_names_and_stop(fake_stap: Path, tmp_path: Path, monkeypatch) -> None:
+    data = tmp_path / "data" / "ib_logfile0"
+    data.parent.mkdir()
+    data.write_bytes(b"x")
+    dev, relative = fs_relative(data)
+    ino = data.stat().st_ino
+    components = tuple(p.encode() for p in relative.split("/"))
+    monkeypatch.setenv("FAKE_NAME", proto.format_record(proto.Name(kdev(dev), ino, 1, True, components)).strip())
+    monkeypatch.setenv("FAKE_ROW", f"A {kdev(dev)} {ino} 77 0 0 4096 2 0")
+    monkeypatch.setenv("FAKE_STAP", "ok")
+    probe = StapProbe.start(os.getpid(), "top", quiet=True)
+    try:
+        for _ in range(2):
+            (row,) = probe.drain()
+            assert (row.file, row.tid, row.op, row.api, row.bytes, row.ops) == (
+                FileIdentity(dev, ino),
+                77,
+                Op.WRITE,
+                Api.SYSCALL,
+                4096,
+                2,
+            )
+        name = probe.kernel_name(FileIdentity(dev, ino))
+        assert name is not None and name.path == str(data) and name.complete
+    finally:
+        probe.close()
+    assert probe.drops().as_dict()["skipped_probes"] == 3
+
+
+def test_stap_failure_is_one_line_with_stap_reason(fake_stap: Path, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_STAP", "fail")
+    with pytest.raises(StapError) as info:
+        StapProbe.start(os.getpid(), "top", quiet=True)
+    message = str(info.value)
+    assert "\n" not in message and "mysqlio-top.stp: semantic error: no match" in message
+    assert "Pass 2: analysis failed" in info.value.log
+    assert info.value.exit_code == 3
+
+
+def test_command_lines(fake_stap: Path) -> None:
+    """No pid in the compiled module (stap caches one module per kernel); staprun gives it."""
+    cmd = stapmod.compile_command("record")
+    assert cmd[0] == str(fake_stap / "stap") and "-p4" in cmd and "-x" not in cmd
+    assert cmd[cmd.index("-I") + 1] == str(STAP_DIR / "tapset") and cmd[-1] == str(STAP_DIR / "mysqlio-record.stp")
+    run = stapmod.staprun_command(Path("/m/x.ko"), 123, "record")
+    assert run[0] == str(fake_stap / "staprun") and run[-1] == "/m/x.ko"
+    assert run[run.index("-x") + 1] == "123" and "-R" in run
+    assert run[run.index("-b") + 1] == str(stapmod.RECORD_BUFFER_MB)
+    assert "-b" not in stapmod.staprun_command(Path("/m/x.ko"), 123, "top")
+
+
+# ---- an unusable environment: one line ----
+
+
+def test_without_stap_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    problem = stapmod.stap_problem()
+    assert problem is not None and "\n" not in problem
+    if problem.startswith("the SystemTap scripts support x86_64 only"):
+        return
+    assert "needs stap, which is not installed" in problem and "yum install systemtap" in problem
+    with pytest.raises(UserError, match="needs stap") as info:
+        stapmod.select_backend("stap")
+    assert "\n" not in str(info.value)
+
+
+def test_auto_without_either_backend_names_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(preflight, "BTF_PATH", str(tmp_path / "no-btf"))
+    with pytest.raises(UserError) as info:
+        stapmod.select_backend("auto")
+    message = str(info.value)
+    assert "\n" not in message and "eBPF: " in message and "SystemTap: " in message
+
+
+def test_auto_prefers_ebpf_when_it_can_run() -> None:
+    if stapmod.bpf_problem() is not None:
+        pytest.fail(f"this machine cannot run eBPF: {stapmod.bpf_problem()}")
+    assert stapmod.select_backend("auto") == "bpf"
+
+
+def test_this_machine_stap_verdict_is_one_line() -> None:
+    """Here: stap is installed, but this kernel has no loadable modules."""
+    problem = stapmod.stap_problem()
+    assert problem is None or "\n" not in problem

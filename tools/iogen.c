@@ -56,11 +56,11 @@ static int unlinked_fd = -1;		/* kept open until exit */
 static double rate_elapsed = -1;
 
 static struct {
-	double rate, seconds;
-	long size;
-	int threads;
+	double rate, seconds, period;
+	long size, burst_size;
+	int threads, burst_count;
 	bool wait;
-} env = { .size = 512, .threads = 1 };
+} env = { .size = 512, .threads = 1, .burst_count = 80, .burst_size = BUF_SIZE };
 
 static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
 {
@@ -765,6 +765,55 @@ static void sc_rate(void)
 		xclose(th[i].fd);
 }
 
+/* ---- periodic ---- */
+
+/*
+ * A Percona 5.5 master thread in miniature: every --period seconds (from P on)
+ * --burst-count pwrites of --burst-size bytes to "ibdata1" (the doublewrite
+ * flush), over a steady background of --rate small pwrites of --size bytes a
+ * second to "ib_logfile0" with one fdatasync a second
+ * (innodb_flush_log_at_trx_commit=2), for --seconds. Prints when each burst began.
+ */
+static double burst_at[4096];
+static int nr_bursts;
+
+static void sc_periodic(void)
+{
+	struct file *fb, *fg;
+	int bfd = open_file(&fb, "ibdata1", O_WRONLY | O_TRUNC);
+	int gfd = open_file(&fg, "ib_logfile0", O_WRONLY | O_TRUNC);
+	double start = now(), t, next_burst = env.period, next_sync = 1, next;
+	long long k = 0;
+	int j;
+
+	for (;;) {
+		t = now() - start;
+		if (t >= env.seconds)
+			break;
+		if (t >= next_burst) {
+			if (nr_bursts < (int)ARRAY_SIZE(burst_at))
+				burst_at[nr_bursts++] = t;
+			for (j = 0; j < env.burst_count; j++)
+				ok(fb, OP_WRITE, pwrite(bfd, buf, env.burst_size,
+							(off_t)j * env.burst_size), "pwrite64");
+			next_burst += env.period;
+		}
+		if (t >= next_sync) {
+			ok(fg, OP_FDATASYNC, fdatasync(gfd), "fdatasync");
+			next_sync += 1;
+		}
+		for (; env.rate && k < t * env.rate; k++)
+			ok(fg, OP_WRITE, pwrite(gfd, buf, env.size, (k % 256) * env.size),
+			   "pwrite64");
+		next = next_burst < next_sync ? next_burst : next_sync;
+		if (env.rate && k / env.rate < next)
+			next = k / env.rate;
+		sleep_until(start + (next < env.seconds ? next : env.seconds));
+	}
+	rate_elapsed = now() - start;
+	close_fds((int[]){ bfd, gfd }, 2);
+}
+
 /* ---- main ---- */
 
 static const struct scenario {
@@ -777,6 +826,7 @@ static const struct scenario {
 	SC(sync), SC(aio), SC(uring), SC(odirect), SC(reuse), SC(rename),
 	SC(unlink), SC(shortlived), SC(errors), SC(nonfile),
 	{ "rate", sc_rate, true },
+	{ "periodic", sc_periodic, true },
 #undef SC
 };
 
@@ -802,6 +852,12 @@ static void print_json(void)
 	printf("{\"pid\": %d", getpid());
 	if (rate_elapsed >= 0)
 		printf(", \"elapsed_s\": %.6f", rate_elapsed);
+	if (nr_bursts) {
+		printf(", \"bursts_s\": [");
+		for (i = 0; i < nr_bursts; i++)
+			printf("%s%.6f", i ? ", " : "", burst_at[i]);
+		printf("]");
+	}
 	printf(", \"files\": [");
 	for (i = 0; i < nr_files; i++) {
 		const struct file *f = &files[i];
@@ -840,6 +896,8 @@ static void __attribute__((noreturn)) usage(int code)
 
 	fprintf(out, "usage: iogen --dir DIR [--scenario NAME]... [--wait]\n"
 		     "             [--rate N --seconds S [--size B] [--threads T]]\n"
+		     "             [--period P --seconds S [--burst-count N] [--burst-size B]\n"
+		     "              [--rate N --size B]]  (scenario periodic)\n"
 		     "scenarios:");
 	for (i = 0; i < ARRAY_SIZE(scenarios); i++)
 		fprintf(out, " %s", scenarios[i].name);
@@ -869,6 +927,9 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "size", required_argument, NULL, 'b' },
 		{ "threads", required_argument, NULL, 't' },
+		{ "period", required_argument, NULL, 'P' },
+		{ "burst-count", required_argument, NULL, 'n' },
+		{ "burst-size", required_argument, NULL, 'B' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -887,6 +948,9 @@ int main(int argc, char **argv)
 		case 'S': env.seconds = num_arg("--seconds", optarg, 0); break;
 		case 'b': env.size = num_arg("--size", optarg, 1); break;
 		case 't': env.threads = num_arg("--threads", optarg, 1); break;
+		case 'P': env.period = num_arg("--period", optarg, 1e-3); break;
+		case 'n': env.burst_count = num_arg("--burst-count", optarg, 1); break;
+		case 'B': env.burst_size = num_arg("--burst-size", optarg, 1); break;
 		case 'h': usage(0);
 		case 's':
 			for (i = 0; i < ARRAY_SIZE(scenarios); i++)
@@ -919,9 +983,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "iogen: rate needs --rate N --seconds S\n");
 			exit(2);
 		}
+		if (sel[i] && scenarios[i].fn == sc_periodic && !(env.period && env.seconds)) {
+			fprintf(stderr, "iogen: periodic needs --period P --seconds S\n");
+			exit(2);
+		}
 	}
-	if (env.threads > MAX_FILES / 2 || env.size > BUF_SIZE) {
-		fprintf(stderr, "iogen: --threads/--size too large\n");
+	if (env.threads > MAX_FILES / 2 || env.size > BUF_SIZE || env.burst_size > BUF_SIZE) {
+		fprintf(stderr, "iogen: --threads/--size/--burst-size too large\n");
 		exit(2);
 	}
 	if (posix_memalign((void **)&buf, ALIGN, BUF_SIZE) ||

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from mysqlio.bursts import BurstTracker
 from mysqlio.model import Interval
 from mysqlio.render import Header, render_screen
 from mysqlio.units import human_bytes, printable
@@ -47,6 +48,7 @@ class LiveScreen:
         self._rows: list[Row] = []
         self._last: Interval | None = None
         self._live = Live(console=console, screen=True, auto_refresh=False, transient=True)
+        self.bursts = BurstTracker()  # periodic bursts of the files shown: the banner
 
     def __enter__(self) -> LiveScreen:
         self._live.__enter__()
@@ -59,6 +61,9 @@ class LiveScreen:
 
     def emit(self, interval: Interval) -> None:
         self._last = interval
+        self.bursts.update(
+            interval.time, interval.interval_s, [f for f in interval.files if self.state.filters.keep(f)]
+        )
         self._rows = self.state.update(interval)
         self._draw()
 
@@ -78,6 +83,7 @@ class LiveScreen:
             group=self.state.group,
             sort=self.state.sort,
             datadir=self.datadir,
+            banner=self.bursts.banner(),
         )
         size = self.console.size
         self._live.update(render_screen(header, self._rows, size.width, size.height))

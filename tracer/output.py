@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from mysqlio.model import Interval
 from mysqlio.units import human_bytes, human_rate, printable
@@ -14,8 +14,11 @@ TEXT_HEADER = (
 )
 
 
-def write_json(interval: Interval, out: TextIO) -> None:
-    out.write(json.dumps(interval.to_json(), separators=(",", ":")) + "\n")
+def write_json(interval: Interval, out: TextIO, bursts: list[dict[str, Any]] | None = None) -> None:
+    obj = interval.to_json()
+    if bursts is not None:
+        obj["bursts"] = bursts  # the periodic bursts active now (mysqlio.bursts.Train.to_json)
+    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
     out.flush()
 
 

@@ -13,11 +13,12 @@ import html
 import io
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
+from mysqlio.bursts import SeriesBuilder, Train, burst_spans, detect
 from mysqlio.errors import UserError
 from mysqlio.report import Decoder, Filters, SecondRows, SecondSeries, count
 from mysqlio.trace import TraceMeta, TraceReader, open_private
@@ -43,6 +44,7 @@ class PlotSeries:
     write_bytes: np.ndarray  # (len(labels), len(seconds)) bytes written in each second
     sync_ops: np.ndarray  # (len(seconds),) fsync + fdatasync + sync_file_range in each second
     truncated: bool = False
+    trains: list[Train] = field(default_factory=list)  # periodic bursts found in the trace
 
 
 def _write_bytes(key: np.ndarray, size: int, ev: object) -> np.ndarray:
@@ -57,6 +59,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
     dec = Decoder(filters)
     rows = SecondRows(1)
     totals = SecondSeries()
+    burst_series = SeriesBuilder()
     for batch in reader.batches():
         ev = dec.decode(batch)
         if not len(ev):
@@ -65,6 +68,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
         ids, names = (ev.kind, dec.kinds) if by == "kind" else (ev.path, dec.paths)
         rows.add(sec, ids, max(1, len(names.values)), _write_bytes, ev)
         totals.add(sec, ev)
+        burst_series.add(ev, dec)
         if rows.rows > 1_000_000:
             rows.compact()
     base, per_sec = totals.array()
@@ -96,6 +100,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
         write_bytes=matrix,
         sync_ops=syncs,
         truncated=reader.truncated,
+        trains=detect(burst_series.series(dec)),
     )
 
 
@@ -234,7 +239,8 @@ def plot_trace(
     series = plot_series(reader, by, top, filters)
     f = _open_output(out)
     try:
-        _write(render_figure(series, bursts, title), f, out)
+        spans = bursts if bursts is not None else burst_spans(series.trains)
+        _write(render_figure(series, spans, title), f, out)
     finally:
         f.close()
     return series

@@ -28,6 +28,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from mysqlio.bursts import SeriesBuilder, Train, detect, render_trains, trains_json
 from mysqlio.errors import UserError
 from mysqlio.events import API_NAMES, OP_NAMES
 from mysqlio.model import COUNTER_FIELDS
@@ -564,6 +565,7 @@ class Report:
     total: Stats
     busiest: list[BusySecond]
     per_second: list[tuple[int, list[Row]]] | None = None
+    bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
 
 
 def _busiest_key(r: Row) -> tuple[int, int, int, str]:
@@ -680,7 +682,11 @@ COMPACT_ROWS = 1_000_000  # (second, group) rows of --per-second before they are
 
 
 def build_report(
-    reader: TraceReader, group: str = "file", filters: Filters | None = None, per_second: bool = False
+    reader: TraceReader,
+    group: str = "file",
+    filters: Filters | None = None,
+    per_second: bool = False,
+    bursts: bool = True,
 ) -> Report:
     """Read the whole trace once and summarise it."""
     if group not in GROUPS:
@@ -696,6 +702,7 @@ def build_report(
     top: dict[int, tuple[int, int]] = {}  # second -> (path id, bytes) of its top writer
     path_kind = _Grow((), np.int64, -1)  # path id -> kind id (kinds come from the path)
     group_seconds = SecondRows(len(COUNTERS)) if per_second else None
+    burst_series = SeriesBuilder() if bursts else None
     events = 0
 
     def settle(limit: int) -> None:
@@ -714,6 +721,8 @@ def build_report(
         if not len(ev):
             continue
         events += len(ev)
+        if burst_series is not None:
+            burst_series.add(ev, dec)
         sec = ev.sec
         gid = keys.gids(ev)
         agg.add(gid, len(keys), ev)
@@ -779,6 +788,7 @@ def build_report(
         total=kind_agg.total(),
         busiest=busiest,
         per_second=per_second_rows,
+        bursts=detect(burst_series.series(dec)) if burst_series is not None else None,
     )
 
 
@@ -814,6 +824,8 @@ def report_json(r: Report) -> dict[str, Any]:
         }
         for b in r.busiest
     ]
+    if r.bursts is not None:
+        out["bursts"] = trains_json(r.bursts)
     if r.per_second is not None:
         out["per_second"] = [
             {"t": t, list_key: [_second_row_json(row, r.group) for row in rows]} for t, rows in r.per_second
@@ -1025,6 +1037,8 @@ def render_report(r: Report, width: int, limit: int = 0) -> Group:
     parts += [_heading("Per kind"), render_rows(r.kinds, "kind", width, total=r.total)]
     if r.busiest:
         parts += [Text(""), _heading("Busiest seconds (by bytes written)"), render_busiest(r, width)]
+    if r.bursts:
+        parts += [Text(""), _heading("Periodic bursts"), render_trains(r.bursts, width)]
     return Group(*parts)
 
 

@@ -12,6 +12,7 @@ from typing import TextIO
 from rich.console import Console
 
 from mysqlio import target
+from mysqlio.bursts import BurstTracker
 from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone
 from mysqlio.layout import read_layout
@@ -21,6 +22,7 @@ from mysqlio.output import write_json, write_text
 from mysqlio.probe import IoProbe
 from mysqlio.resolve import FileResolver
 from mysqlio.stap import open_probe
+from mysqlio.units import printable
 from mysqlio.view import Filters, ScreenState
 
 
@@ -108,10 +110,20 @@ class StreamSink:
         self._filters = filters
         self._stop = stop
         self.quit = False
+        self._json = output == "json"
+        self._bursts = BurstTracker()
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
-        self._write(interval, self._out)
+        trains = self._bursts.feed(interval)
+        if self._json:
+            write_json(interval, self._out, [t.to_json() for t in trains])
+            return
+        write_text(interval, self._out)
+        banner = self._bursts.banner()
+        if banner:
+            self._out.write(printable(banner) + "\n\n")
+            self._out.flush()
 
     def wait(self, timeout_s: float) -> None:
         self._stop.wait(max(0.0, timeout_s))

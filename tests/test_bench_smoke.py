@@ -1,0 +1,27 @@
+"""The benchmark suite keeps working: one short pair of each scenario (numbers are not judged)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_bench_smoke(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench.md"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "bench.py"), "--smoke", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = out.read_text()
+    for scenario in ("record @", "top @", "startup", "report", "in-kernel cost: top", "under strace", "under bpftrace"):
+        assert scenario in table, f"{scenario!r} missing from the benchmark table"

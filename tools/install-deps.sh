@@ -4,9 +4,10 @@
 set -eu
 # systemtap + Debian's kernel headers: the SystemTap backend's scripts are compiled
 # (stap -p4) against them in the tests; this machine's own kernel has no headers package.
+# strace and bpftrace are what the benchmarks compare mysqlio with.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
 libaio-dev liburing-dev mariadb-server mariadb-client sysbench
-python3 python3-venv strace tmux
+python3 python3-venv strace tmux bpftrace util-linux
 systemtap linux-headers-$(dpkg --print-architecture)"
 
 missing=""

@@ -30,6 +30,7 @@ from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
 from mysqlio.plot import plot_series, plot_trace
 from mysqlio.report import Filters, build_report, percentile, render_report, report_json
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
+from traced import COUNTERS
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
@@ -186,19 +187,6 @@ def brute_force(e: np.ndarray, files: dict, key_of: Any) -> dict[Any, dict[str, 
             c[f"{op}_ops"] += 1
             c["sync_ops"] += 1
     return out
-
-
-COUNTERS = (
-    "write_bytes",
-    "write_ops",
-    "read_bytes",
-    "read_ops",
-    "sync_ops",
-    "fsync_ops",
-    "fdatasync_ops",
-    "sync_file_range_ops",
-    "errors",
-)
 
 
 def _path_of(files: dict) -> Any:

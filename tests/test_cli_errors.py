@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import read_json_line, start_top
+from traced import assert_one_line_error, read_json_line, start_top
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 
@@ -24,15 +24,6 @@ def run_cli(*args: str, user: str | None = None, timeout: float = 30) -> subproc
         assert setpriv, "setpriv (util-linux) is needed to drop root"
         cmd = [setpriv, f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all", *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def _free_pid() -> int:

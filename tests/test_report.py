@@ -30,7 +30,7 @@ from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
 from mysqlio.plot import plot_series, plot_trace
 from mysqlio.report import Filters, build_report, percentile, render_report, report_json
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
-from traced import COUNTERS
+from traced import COUNTERS, assert_one_line_error
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
@@ -354,15 +354,6 @@ def test_plot_files(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------- bad input
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def _bad_files(d: Path) -> dict[str, Path]:

@@ -169,21 +169,11 @@ class Tracer:
         if self.name == "none":
             return
         if self.name == "top":
-            self.proc = subprocess.Popen(
-                [*MYSQLIO, "top", "-p", str(self.pid), "--json", "-i", "1"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            wait_line(self.proc.stderr, "mysqlio: tracing pid")
+            self._start_mysqlio(["top", "-p", str(self.pid), "--json", "-i", "1"], "mysqlio: tracing pid")
         elif self.name == "record":
-            self.proc = subprocess.Popen(
-                [*MYSQLIO, "record", "-p", str(self.pid), "-o", f"{self._tmp}/bench.trace"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
+            self._start_mysqlio(
+                ["record", "-p", str(self.pid), "-o", f"{self._tmp}/bench.trace"], "mysqlio: recording pid"
             )
-            wait_line(self.proc.stderr, "mysqlio: recording pid")
         elif self.name == "strace":
             self.proc = subprocess.Popen(
                 ["strace", "-f", "-qq", "-e", f"trace={IO_SYSCALLS}", "-o", "/dev/null", "-p", str(self.pid)],
@@ -209,6 +199,11 @@ class Tracer:
             self._floor.attach_all()
         else:
             raise ValueError(self.name)
+
+    def _start_mysqlio(self, args: list[str], ready: str) -> None:
+        """A mysqlio command, returned once it says its probes are attached."""
+        self.proc = subprocess.Popen([*MYSQLIO, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_line(self.proc.stderr, ready)
 
     def prog_ids(self) -> set[int]:
         if self.name == "floor":

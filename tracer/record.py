@@ -25,7 +25,7 @@ from mysqlio.probe import FileIdentity, IoProbe
 from mysqlio.resolve import FileResolver
 from mysqlio.ringbuf import RingBufferReader
 from mysqlio.stap import StapProbe, open_probe
-from mysqlio.top import _StopFlag
+from mysqlio.top import StopFlag
 from mysqlio.trace import FileInfo, TraceMeta, TraceWriter
 from mysqlio.units import human_bytes
 
@@ -119,7 +119,7 @@ def run_record(options: RecordOptions) -> int:
     )
     # the output is created before the probes load: an unwritable path fails first
     writer = TraceWriter(options.output, meta)
-    stop = _StopFlag()
+    stop = StopFlag()
     stop.install()
     progress = _Progress(options.quiet)
     lost = _LostCount()
@@ -161,7 +161,7 @@ def _loop(
     ring: RingBufferReader,
     names: _Names,
     writer: TraceWriter,
-    stop: _StopFlag,
+    stop: StopFlag,
     progress: _Progress,
     lost: _LostCount,
 ) -> int:
@@ -184,7 +184,7 @@ def _loop(
             return 0
 
 
-def _done(options: RecordOptions, start: float, now: float, writer: TraceWriter, stop: _StopFlag) -> str:
+def _done(options: RecordOptions, start: float, now: float, writer: TraceWriter, stop: StopFlag) -> str:
     if stop.event.is_set():
         return "signal"
     if options.duration_s and now - start >= options.duration_s:

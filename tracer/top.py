@@ -84,7 +84,7 @@ class IntervalSampler:
         return interval
 
 
-class _StopFlag:
+class StopFlag:
     """Set by SIGINT / SIGTERM / SIGHUP (terminal closed); the loop then prints
     what it has and detaches, and `with` blocks around it clean up."""
 
@@ -130,7 +130,7 @@ class StreamSink:
 
 
 def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
-    stop = _StopFlag()
+    stop = StopFlag()
     stop.install()
     with open_probe(options.backend, options.pid, stop=stop.event) as probe:
         resolver = FileResolver(options.pid, probe.kernel_name)
@@ -151,7 +151,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             console.print(render_totals(state, layout.datadir))
 
 
-def _loop(options: TopOptions, sampler: IntervalSampler, sink: StreamSink | LiveScreen, stop: _StopFlag) -> int:
+def _loop(options: TopOptions, sampler: IntervalSampler, sink: StreamSink | LiveScreen, stop: StopFlag) -> int:
     emitted = 0
     deadline = time.monotonic()
     while True:

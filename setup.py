@@ -31,7 +31,7 @@ setup(
     packages=["mysqlio"],
     package_dir={"mysqlio": "tracer"},
     package_data={"mysqlio": ["bpf/*.bpf.o"]},
-    install_requires=["psutil>=5.9", "rich>=13", "numpy>=1.24", "pyarrow>=14", "matplotlib>=3.7"],
+    install_requires=["psutil>=5.9", "rich>=13", "numpy>=1.24", "pyarrow>=14", "matplotlib>=3.7", "prometheus_client>=0.16", "PyMySQL>=1.0"],
     extras_require={"dev": ["pytest>=7", "ruff>=0.5", "hypothesis>=6"]},
     entry_points={"console_scripts": ["mysqlio = mysqlio.cli:main"]},
     cmdclass={"build_py": BuildWithProbes},

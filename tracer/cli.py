@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--fold-partitions", action="store_true", help="count a partitioned table's partitions as one table"
     )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
+    top.add_argument(
+        "--follow",
+        action="store_true",
+        help="when mysqld exits, wait for the next server of the same name and go on tracing it",
+    )
+    _add_mysql_options(top)
     _add_backend(top)
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
@@ -99,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("-d", "--duration", type=_positive_float, default=0.0, help="stop after SECONDS")
     record.add_argument("--max-size", type=_size, default=0, help="stop when the trace reaches SIZE (e.g. 500M, 2G)")
     record.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    record.add_argument(
+        "--follow",
+        action="store_true",
+        help="when mysqld exits, wait for the next server of the same name and go on tracing it",
+    )
+    _add_mysql_options(record)
     _add_backend(record)
 
     demo = sub.add_parser("demo", help="start a throwaway MariaDB under a write load and run top on it")
@@ -108,7 +120,77 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", action="store_true", help="JSON lines instead of text")
     _add_trace_parsers(sub)
+    _add_service_parsers(sub)
     return parser
+
+
+def _add_mysql_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """Read-only connection to the traced server. The password comes from the client
+    option files ([client] / [mysql]) or a prompt, never from the command line."""
+    g = p.add_argument_group("server connection (read-only)")
+    if not required:
+        g.add_argument(
+            "--mysql", action="store_true", help="also sample the server's status counters (SHOW GLOBAL STATUS)"
+        )
+    g.add_argument("--socket", dest="mysql_socket", help="unix socket of the server (default: from its option files)")
+    g.add_argument("--host", dest="mysql_host", help="host of the server (default: the socket)")
+    g.add_argument("--port", dest="mysql_port", type=_port, help="TCP port of the server (default 3306)")
+    g.add_argument("--user", dest="mysql_user", help="user (default: from the option files, else the login name)")
+    g.add_argument("--defaults-file", dest="mysql_defaults_file", help="read only this client option file")
+    g.add_argument(
+        "--ask-password", dest="mysql_ask_password", action="store_true", help="prompt for the password on the terminal"
+    )
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}")
+    return value
+
+
+def _listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip("[]") or "127.0.0.1"
+    return host, _port(port)
+
+
+def _add_service_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    exporter = sub.add_parser("exporter", help="serve per-file and per-kind I/O as Prometheus metrics")
+    exporter.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
+    exporter.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 9164),
+        help="address:port to serve /metrics on (default 127.0.0.1:9164; localhost unless told otherwise)",
+    )
+    exporter.add_argument(
+        "-i", "--interval", type=_positive_float, default=1.0, help="seconds between probe reads (default 1)"
+    )
+    exporter.add_argument(
+        "--top-files", type=_count, default=20, help="files exported with their own labels (default 20)"
+    )
+    exporter.add_argument(
+        "--no-follow", dest="follow", action="store_false", help="exit when mysqld exits instead of waiting for it"
+    )
+    _add_backend(exporter)
+
+    verify = sub.add_parser("verify", help="compare per-file bytes with the server's performance_schema over a window")
+    verify.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
+    verify.add_argument("-d", "--duration", type=_positive_float, default=10.0, help="window in seconds (default 10)")
+    verify.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    _add_mysql_options(verify, required=True)
+
+    doctor = sub.add_parser(
+        "doctor", help="check what works here (privileges, kernel, tools, server) and how to fix it"
+    )
+    doctor.add_argument("-p", "--pid", type=_pid, help="pid of mysqld to inspect (default: the single running one)")
+    doctor.add_argument("--json", action="store_true", help="one JSON object instead of text")
 
 
 def _add_backend(p: argparse.ArgumentParser) -> None:
@@ -295,6 +377,18 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_plot(args)
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "exporter":
+            from mysqlio.exporter import run_exporter
+
+            return run_exporter(args)
+        if args.command == "verify":
+            from mysqlio.verify import run_verify
+
+            return run_verify(args)
+        if args.command == "doctor":
+            from mysqlio.doctor import run_doctor
+
+            return run_doctor(args)
         raise UserError(f"unknown command {args.command}")
     except BpfError as exc:
         print(f"mysqlio: {exc}", file=sys.stderr)

@@ -7,7 +7,11 @@
  * libaio: at io_submit exit, each accepted iocb is added with its submitted
  * size; the first rejected one counts as an error.
  * io_uring: at io_uring_complete the request still holds its struct file,
- * opcode and result, so no submit-side table is needed and nothing can leak.
+ * opcode and result, so the bytes are counted there.
+ * Latency: syscalls from entry to exit; libaio iocbs from io_submit to the
+ * io_getevents that returns them (matched by iocb pointer); io_uring requests
+ * from io_uring_submit_req to io_uring_complete (matched by request pointer).
+ * The pending tables are bounded; userspace ages out requests never completed.
  *
  * Aggregates go to one of two hash maps behind a one-slot ARRAY_OF_MAPS.
  * Userspace swaps the slot each interval; the kernel's update of a map-in-map
@@ -128,6 +132,33 @@ struct {
 	.values = { &stats_a },
 };
 
+/* latency histograms per (file, op, api), swapped like the stats maps;
+ * not preallocated: a row is 1 KiB and most intervals use few */
+struct lat_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_LAT_ROWS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lat_key);
+	__type(value, struct lat_hist);
+} lat_a SEC(".maps"), lat_b SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct lat_map);
+} lat_slot SEC(".maps") = {
+	.values = { &lat_a },
+};
+
+/* an all-zero histogram to create rows from (too large for the stack) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lat_hist);
+} lat_zero SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, MAX_NAMES);
@@ -149,7 +180,7 @@ struct {
 	__uint(max_entries, 4096);
 } events SEC(".maps");
 
-/* record: submitted libaio iocbs (by user iocb pointer) and io_uring
+/* submitted libaio iocbs (by user iocb pointer) and io_uring
  * requests (by request pointer), until their completion is seen */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -339,6 +370,74 @@ __noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
 	return 0;
 }
 
+/* floor(log2(v)) for v > 0, without loops (libbpf-tools' log2l idiom) */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+
+	shift = (v > 0xFFFFFFFFULL) << 5; v >>= shift; r |= shift;
+	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	return r | (__u32)(v >> 1);
+}
+
+static __always_inline __u32 lat_slot_of(__u64 ns)
+{
+	__u32 e, slot;
+
+	if (ns < (1ULL << LAT_MIN_EXP))
+		return 0;
+	e = log2_u64(ns);
+	/* e >= LAT_MIN_EXP > LAT_SUB_BITS: the shift below is defined */
+	slot = (e - LAT_MIN_EXP) * LAT_SUB + ((ns >> (e - LAT_SUB_BITS)) & (LAT_SUB - 1));
+	return slot < LAT_SLOTS ? slot : LAT_SLOTS - 1;
+}
+
+/* Add one completed request's latency to its (file, op, api) histogram. */
+__noinline int record_latency(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat_ns)
+{
+	struct lat_key key = {};
+	struct lat_hist *hist, *zero_hist;
+	__u32 zero = 0, slot;
+	__u64 old;
+	void *active;
+	int i;
+
+	active = bpf_map_lookup_elem(&lat_slot, &zero);
+	if (!active)
+		return 0;
+	key.ino = ino;
+	key.dev = dev;
+	key.op = op;
+	key.api = api;
+	hist = bpf_map_lookup_elem(active, &key);
+	if (!hist) {
+		zero_hist = bpf_map_lookup_elem(&lat_zero, &zero);
+		if (!zero_hist)
+			return 0;
+		bpf_map_update_elem(active, &key, zero_hist, BPF_NOEXIST);
+		hist = bpf_map_lookup_elem(active, &key);
+		if (!hist) {
+			__sync_fetch_and_add(&drops.lat_full, 1);
+			return 0;
+		}
+	}
+	slot = lat_slot_of(lat_ns);
+	if (slot >= LAT_SLOTS)
+		return 0;
+	__sync_fetch_and_add(&hist->slots[slot], 1);
+	__sync_fetch_and_add(&hist->sum_ns, lat_ns);
+	/* the maximum, exact even when CPUs race on the same row */
+	for (i = 0; i < 4; i++) {
+		old = hist->max_ns;
+		if (lat_ns <= old || __sync_val_compare_and_swap(&hist->max_ns, old, lat_ns) == old)
+			break;
+	}
+	return 0;
+}
+
 static __always_inline __u32 file_dev(struct file *file)
 {
 	return BPF_CORE_READ(file, f_inode, i_sb, s_dev);
@@ -422,8 +521,6 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 		call.nr = PT_REGS_PARM2_CORE_SYSCALL(regs);
 		call.uptr = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	} else if (nr == NR_io_getevents || nr == NR_io_pgetevents) {
-		if (!targ_record)
-			return 0;
 		call.kind = CALL_IO_GETEVENTS;
 		call.uptr = PT_REGS_PARM4_CORE_SYSCALL(regs);
 	} else {
@@ -513,8 +610,6 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	if (!file_is_storage(file))
 		return 0;
 	account(file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
-	if (!targ_record)
-		return 0;
 	pending.ts_ns = submit_ns;
 	pending.dev = file_dev(file);
 	pending.ino = file_ino(file);
@@ -523,7 +618,8 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	pending.op = op;
 	if (!accepted) {
 		/* io_submit's own error is the first rejected iocb's */
-		emit(&pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */);
+		if (targ_record)
+			emit(&pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */);
 		return 0;
 	}
 	/* completion is read at io_getevents, matched by the iocb pointer */
@@ -553,7 +649,17 @@ static __always_inline void account_io_submit(struct inflight *call, long ret)
 		__sync_fetch_and_add(&drops.iocbs_truncated, accepted - MAX_IOCBS);
 }
 
-/* record: completions returned by io_getevents, matched to their submission */
+/* A completion whose submission was not seen: in record mode an event is
+ * lost; in top mode only its latency is unknown (it was in flight at attach). */
+static __always_inline void count_unmatched(void)
+{
+	if (targ_record)
+		__sync_fetch_and_add(&drops.unmatched, 1);
+	else
+		__sync_fetch_and_add(&drops.lat_unmatched, 1);
+}
+
+/* completions returned by io_getevents, matched to their submission */
 static __always_inline void complete_aio(struct inflight *call, long ret)
 {
 	struct io_event ev;
@@ -569,10 +675,14 @@ static __always_inline void complete_aio(struct inflight *call, long ret)
 		}
 		pending = bpf_map_lookup_elem(&aio_pending, &ev.obj);
 		if (!pending) {
-			__sync_fetch_and_add(&drops.unmatched, 1);
+			count_unmatched();
 			continue;
 		}
-		emit(pending, MIO_API_LIBAIO, ev.res);
+		if ((__s64)ev.res >= 0)
+			record_latency(pending->dev, pending->ino, pending->op, MIO_API_LIBAIO,
+				       bpf_ktime_get_ns() - pending->ts_ns);
+		if (targ_record)
+			emit(pending, MIO_API_LIBAIO, ev.res);
 		bpf_map_delete_elem(&aio_pending, &ev.obj);
 	}
 	if (ret > MAX_AIO_EVENTS)
@@ -603,6 +713,9 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 		complete_aio(call, ret);
 	} else {
 		account(call->file, call->op, MIO_API_SYSCALL, ret);
+		if (ret >= 0)
+			record_latency(file_dev(call->file), file_ino(call->file), call->op,
+				       MIO_API_SYSCALL, bpf_ktime_get_ns() - call->ts_ns);
 		if (targ_record) {
 			req.ts_ns = call->ts_ns;
 			req.dev = file_dev(call->file);
@@ -653,7 +766,7 @@ static __always_inline int uring_op(struct io_kiocb *req)
 	return -1;
 }
 
-/* record: remember when each request was submitted, and where it acts
+/* remember when each request was submitted (latency), and where it acts
  * (prep has run: io_rw's kiocb.ki_pos holds the SQE offset) */
 SEC("tp_btf/io_uring_submit_req")
 int BPF_PROG(handle_uring_submit, struct io_kiocb *req)
@@ -662,7 +775,7 @@ int BPF_PROG(handle_uring_submit, struct io_kiocb *req)
 	__u64 key = (__u64)req;
 	int op;
 
-	if (!targ_record || !req || !is_target())
+	if (!req || !is_target())
 		return 0;
 	op = uring_op(req);
 	if (op < 0)
@@ -699,16 +812,18 @@ int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
 	if (!file_is_storage(file))
 		return 0;
 	account(file, op, MIO_API_IO_URING, res);
-	if (!targ_record)
-		return 0;
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
 	if (!pending) {
-		__sync_fetch_and_add(&drops.unmatched, 1);
+		count_unmatched();
 		return 0;
 	}
 	pending->dev = file_dev(file);
 	pending->ino = file_ino(file);
-	emit(pending, MIO_API_IO_URING, res);
+	if (res >= 0)
+		record_latency(pending->dev, pending->ino, op, MIO_API_IO_URING,
+			       bpf_ktime_get_ns() - pending->ts_ns);
+	if (targ_record)
+		emit(pending, MIO_API_IO_URING, res);
 	bpf_map_delete_elem(&uring_pending, &key);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
 #define MAX_PENDING 65536  /* libaio iocbs / io_uring requests awaiting completion (record) */
 #define MAX_AIO_EVENTS 64  /* io_event entries read per io_getevents */
+#define MAX_LAT_ROWS 4096  /* (file, op, api) latency histograms per interval */
 #define PATH_DEPTH 8       /* path components kept per file */
 #define NAME_LEN 48        /* bytes kept per path component */
 
@@ -69,6 +70,30 @@ struct file_name {
 	__u32 mode;
 };
 
+/* Latency histogram: log-linear, LAT_SUB buckets per power of two. Slot 0
+ * holds everything below 2^LAT_MIN_EXP ns (256 ns), the last slot everything
+ * from 2^(LAT_MIN_EXP + LAT_SLOTS / LAT_SUB) ns (~18 min) up. A bucket's
+ * midpoint is at most 1 / (2 * LAT_SUB) = 6.25 % from any value in it.
+ * tracer/latency.py holds the same scheme. */
+#define LAT_SUB_BITS 3
+#define LAT_SUB (1 << LAT_SUB_BITS)
+#define LAT_MIN_EXP 8
+#define LAT_SLOTS 256
+
+struct lat_key {
+	__u64 ino;
+	__u32 dev;
+	__u8 op;
+	__u8 api;
+	__u16 pad;
+};
+
+struct lat_hist {
+	__u64 sum_ns;
+	__u64 max_ns;
+	__u32 slots[LAT_SLOTS];
+};
+
 /* One request, as `record` streams it through the ring buffer
  * (mirrored by tracer/events.py EVENT_DTYPE). */
 struct mio_event {
@@ -105,6 +130,9 @@ struct drop_counters {
 	__u64 ringbuf_full;    /* record: an event did not fit the ring buffer */
 	__u64 pending_full;    /* record: no room to remember a submitted AIO request */
 	__u64 unmatched;       /* record: an AIO completion whose submission was not seen */
+	__u64 lat_full;        /* a new latency row did not fit (bytes still counted) */
+	__u64 lat_unmatched;   /* top: an AIO completion whose submission was not seen
+				* (in flight at attach): its latency is unknown */
 };
 
 #endif /* __MYSQLIO_H */

@@ -25,10 +25,12 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
+from mysqlio import latency
 from mysqlio import report as report_mod
 from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from mysqlio.latency import percentile
 from mysqlio.plot import plot_series, plot_trace
-from mysqlio.report import Filters, build_report, percentile, render_report, report_json
+from mysqlio.report import Filters, build_report, render_report, report_json
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
 from traced import COUNTERS, assert_one_line_error
 
@@ -294,11 +296,11 @@ def test_busiest_seconds_with_settling(tmp_path: Path, monkeypatch: pytest.Monke
 def test_latency_percentiles_within_the_histogram_resolution() -> None:
     rng = np.random.default_rng(0)
     lat = rng.lognormal(12, 2, 50_000).astype(np.uint64)
-    hist = np.bincount(report_mod.latency_bucket(lat), minlength=report_mod.NBUCKETS)
+    hist = np.bincount(latency.bucket_of(lat), minlength=latency.NBUCKETS)
     for q in (50, 99):
         exact = float(np.percentile(lat, q, method="inverted_cdf"))
-        assert abs(percentile(hist, q, int(lat.max())) - exact) <= exact / (2 * report_mod.SUB) + 1
-    assert percentile(np.zeros(report_mod.NBUCKETS, np.int64), 50, 0) is None
+        assert abs(percentile(hist, q, int(lat.max())) - exact) <= exact / (2 * latency.SUB) + 1
+    assert percentile(np.zeros(latency.NBUCKETS, np.int64), 50, 0) is None
 
 
 # ----------------------------------------------------------------- export and plot

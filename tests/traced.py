@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -35,6 +35,22 @@ def read_json_line(stream: TextIO, timeout_s: float, what: str) -> dict[str, Any
     if not line:
         raise AssertionError(f"{what} closed its output")
     return json.loads(line)
+
+
+def start_iogen(
+    iogen: str, directory: str, args: Sequence[str], preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen[str]:
+    """iogen --wait: prints its ready line, then waits for a line on stdin to start."""
+    gen = subprocess.Popen(
+        [iogen, "--dir", directory, "--wait", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec_fn,
+    )
+    assert gen.stdout is not None
+    assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
+    return gen
 
 
 def start_top(pid: int, interval_s: float = 0.3, extra: Sequence[str] = ()) -> subprocess.Popen[str]:

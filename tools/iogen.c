@@ -58,9 +58,9 @@ static double rate_elapsed = -1;
 static struct {
 	double rate, seconds, period;
 	long size, burst_size;
-	int threads, burst_count;
+	int threads, burst_count, lat_count;
 	bool wait;
-} env = { .size = 512, .threads = 1, .burst_count = 80, .burst_size = BUF_SIZE };
+} env = { .size = 512, .threads = 1, .burst_count = 80, .burst_size = BUF_SIZE, .lat_count = 10 };
 
 static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
 {
@@ -814,6 +814,162 @@ static void sc_periodic(void)
 	close_fds((int[]){ bfd, gfd }, 2);
 }
 
+/* ---- latency ---- */
+
+/*
+ * Requests one at a time (queue depth 1), each timed here from just before
+ * its submission to its completion, for a tracer's latencies to be compared
+ * with: --count O_DIRECT 4 KiB overwrites of lat-API.dat, then --count
+ * fdatasyncs of lat-API-sync.dat (each after a buffered 4 KiB write), through
+ * pwrite64/fdatasync, libaio and io_uring (API = syscall, libaio, io_uring).
+ * Run it where the latency is imposed (e.g. a blkio-throttled loop device).
+ */
+enum lat_api { LAT_SYSCALL, LAT_LIBAIO, LAT_URING, LAT_NAPIS };
+static const char *const lat_api_names[] = { "syscall", "libaio", "io_uring" };
+#define LAT_MAX 1024
+static struct lat_series {
+	struct file *f, *fsync;	/* O_DIRECT writes; fdatasyncs */
+	int count;
+	long long write_ns[LAT_MAX], sync_ns[LAT_MAX];
+} lat[LAT_NAPIS];
+static bool lat_ran;
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One request through @api; returns its result (bytes, 0, or -errno). */
+static long lat_request(enum lat_api api, int fd, bool sync, off_t off,
+			io_context_t ctx, struct io_uring *ring)
+{
+	struct iocb cb, *cbp = &cb;
+	struct io_event ev;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	long ret;
+
+	switch (api) {
+	case LAT_SYSCALL:
+		ret = sync ? fdatasync(fd) : pwrite(fd, buf, ALIGN, off);
+		return ret < 0 ? -errno : ret;
+	case LAT_LIBAIO:
+		if (sync)
+			io_prep_fdsync(&cb, fd);
+		else
+			io_prep_pwrite(&cb, fd, buf, ALIGN, off);
+		ret = io_submit(ctx, 1, &cbp);
+		if (ret != 1)
+			return ret < 0 ? ret : -EIO;
+		while ((ret = io_getevents(ctx, 1, 1, &ev, NULL)) == -EINTR)
+			;
+		return ret == 1 ? (long)ev.res : ret < 0 ? ret : -EIO;
+	default:
+		sqe = io_uring_get_sqe(ring);
+		if (!sqe)
+			return -EBUSY;
+		if (sync)
+			io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+		else
+			io_uring_prep_write(sqe, fd, buf, ALIGN, off);
+		ret = io_uring_submit(ring);
+		if (ret != 1)
+			return ret < 0 ? ret : -EIO;
+		ret = io_uring_wait_cqe(ring, &cqe);
+		if (ret < 0)
+			return ret;
+		ret = cqe->res;
+		io_uring_cqe_seen(ring, cqe);
+		return ret;
+	}
+}
+
+static void sc_latency(void)
+{
+	io_context_t ctx = 0;
+	struct io_uring ring;
+	int api, i, ret, n = env.lat_count;
+	char name[40];
+
+	ret = io_setup(4, &ctx);
+	if (ret < 0)
+		die_err("io_setup", -ret);
+	ret = io_uring_queue_init(4, &ring, 0);
+	if (ret < 0)
+		die_err("io_uring_queue_init", -ret);
+	for (api = 0; api < LAT_NAPIS; api++) {
+		struct lat_series *ls = &lat[api];
+		struct file *f, *fs;
+		int bfd, dfd, sfd;
+
+		/* laid out by one write first, so the timed writes are overwrites:
+		 * one block I/O each, no allocation */
+		snprintf(name, sizeof(name), "lat-%s.dat", lat_api_names[api]);
+		bfd = open_file(&f, name, O_RDWR | O_TRUNC);
+		ok(f, OP_WRITE, pwrite(bfd, buf, (size_t)n * ALIGN, 0), "pwrite64");
+		ok(f, OP_FSYNC, fsync(bfd), "fsync");
+		dfd = open_file(&f, name, O_RDWR | O_DIRECT);
+		ls->f = f;
+		for (i = 0; i < n; i++) {
+			long long t0 = now_ns();
+
+			ret = lat_request(api, dfd, false, (off_t)i * ALIGN, ctx, &ring);
+			if (ret < 0)
+				die_err(lat_api_names[api], -ret);
+			ls->write_ns[i] = now_ns() - t0;
+			expect(f, OP_WRITE, ret);
+		}
+		/* each fdatasync writes back one dirty page, overwritten in place */
+		snprintf(name, sizeof(name), "lat-%s-sync.dat", lat_api_names[api]);
+		sfd = open_file(&fs, name, O_RDWR | O_TRUNC);
+		ls->fsync = fs;
+		for (i = 0; i < n; i++) {
+			long long t0;
+
+			ok(fs, OP_WRITE, pwrite(sfd, buf, ALIGN, 0), "pwrite64");
+			t0 = now_ns();
+			ret = lat_request(api, sfd, true, 0, ctx, &ring);
+			if (ret < 0)
+				die_err(lat_api_names[api], -ret);
+			ls->sync_ns[i] = now_ns() - t0;
+			expect(fs, OP_FDATASYNC, ret);
+		}
+		ls->count = n;
+		close_fds((int[]){ bfd, dfd, sfd }, 3);
+	}
+	io_uring_queue_exit(&ring);
+	ret = io_destroy(ctx);
+	if (ret < 0)
+		die_err("io_destroy", -ret);
+	lat_ran = true;
+}
+
+static void json_str(const char *s);
+
+static void print_lat_json(void)
+{
+	int api, i, op;
+
+	printf(", \"latency\": [");
+	for (api = 0; api < LAT_NAPIS; api++) {
+		for (op = 0; op < 2; op++) {
+			const long long *ns = op ? lat[api].sync_ns : lat[api].write_ns;
+
+			printf("%s{\"path\": ", api || op ? ", " : "");
+			json_str(op ? lat[api].fsync->path : lat[api].f->path);
+			printf(", \"api\": \"%s\", \"op\": \"%s\", \"ns\": [", lat_api_names[api],
+			       op ? "fdatasync" : "write");
+			for (i = 0; i < lat[api].count; i++)
+				printf("%s%lld", i ? ", " : "", ns[i]);
+			printf("]}");
+		}
+	}
+	printf("]");
+}
+
 /* ---- main ---- */
 
 static const struct scenario {
@@ -827,6 +983,7 @@ static const struct scenario {
 	SC(unlink), SC(shortlived), SC(errors), SC(nonfile),
 	{ "rate", sc_rate, true },
 	{ "periodic", sc_periodic, true },
+	{ "latency", sc_latency, true },
 #undef SC
 };
 
@@ -858,6 +1015,8 @@ static void print_json(void)
 			printf("%s%.6f", i ? ", " : "", burst_at[i]);
 		printf("]");
 	}
+	if (lat_ran)
+		print_lat_json();
 	printf(", \"files\": [");
 	for (i = 0; i < nr_files; i++) {
 		const struct file *f = &files[i];
@@ -898,6 +1057,7 @@ static void __attribute__((noreturn)) usage(int code)
 		     "             [--rate N --seconds S [--size B] [--threads T]]\n"
 		     "             [--period P --seconds S [--burst-count N] [--burst-size B]\n"
 		     "              [--rate N --size B]]  (scenario periodic)\n"
+		     "             [--count N]  (scenario latency: N timed requests per API and op)\n"
 		     "scenarios:");
 	for (i = 0; i < ARRAY_SIZE(scenarios); i++)
 		fprintf(out, " %s", scenarios[i].name);
@@ -930,6 +1090,7 @@ int main(int argc, char **argv)
 		{ "period", required_argument, NULL, 'P' },
 		{ "burst-count", required_argument, NULL, 'n' },
 		{ "burst-size", required_argument, NULL, 'B' },
+		{ "count", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -951,6 +1112,7 @@ int main(int argc, char **argv)
 		case 'P': env.period = num_arg("--period", optarg, 1e-3); break;
 		case 'n': env.burst_count = num_arg("--burst-count", optarg, 1); break;
 		case 'B': env.burst_size = num_arg("--burst-size", optarg, 1); break;
+		case 'c': env.lat_count = num_arg("--count", optarg, 1); break;
 		case 'h': usage(0);
 		case 's':
 			for (i = 0; i < ARRAY_SIZE(scenarios); i++)
@@ -988,8 +1150,9 @@ int main(int argc, char **argv)
 			exit(2);
 		}
 	}
-	if (env.threads > MAX_FILES / 2 || env.size > BUF_SIZE || env.burst_size > BUF_SIZE) {
-		fprintf(stderr, "iogen: --threads/--size/--burst-size too large\n");
+	if (env.threads > MAX_FILES / 2 || env.size > BUF_SIZE || env.burst_size > BUF_SIZE ||
+	    env.lat_count > LAT_MAX) {
+		fprintf(stderr, "iogen: --threads/--size/--burst-size/--count too large\n");
 		exit(2);
 	}
 	if (posix_memalign((void **)&buf, ALIGN, BUF_SIZE) ||

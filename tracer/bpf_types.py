@@ -7,6 +7,7 @@ import enum
 
 PATH_DEPTH = 8
 NAME_LEN = 48
+LAT_SLOTS = 256
 
 
 class Op(enum.IntEnum):
@@ -60,6 +61,32 @@ class FileName(ctypes.Structure):
     ]
 
 
+class LatKey(ctypes.Structure):
+    _fields_ = [
+        ("ino", ctypes.c_uint64),
+        ("dev", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("api", ctypes.c_uint8),
+        ("pad", ctypes.c_uint16),
+    ]
+
+
+class LatHist(ctypes.Structure):
+    _fields_ = [("sum_ns", ctypes.c_uint64), ("max_ns", ctypes.c_uint64), ("slots", ctypes.c_uint32 * LAT_SLOTS)]
+
+
+class PendingIo(ctypes.Structure):
+    _fields_ = [
+        ("ts_ns", ctypes.c_uint64),
+        ("ino", ctypes.c_uint64),
+        ("offset", ctypes.c_int64),
+        ("dev", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 7),
+    ]
+
+
 class DropCounters(ctypes.Structure):
     _fields_ = [
         ("stats_full", ctypes.c_uint64),
@@ -70,7 +97,29 @@ class DropCounters(ctypes.Structure):
         ("ringbuf_full", ctypes.c_uint64),
         ("pending_full", ctypes.c_uint64),
         ("unmatched", ctypes.c_uint64),
+        ("lat_full", ctypes.c_uint64),
+        ("lat_unmatched", ctypes.c_uint64),
     ]
 
     def as_dict(self) -> dict[str, int]:
         return {name: int(getattr(self, name)) for name, _ in self._fields_}
+
+
+class Drops:
+    """Cumulative counts of what a probe could not account, by name (the
+    kernel's DropCounters plus userspace counters; SystemTap has its own)."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self._counts = dict(counts)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self._counts)
+
+
+# Counters that lose a request's latency but not its bytes: not "lost events".
+LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
+
+
+def lost_events(drops: dict[str, int]) -> int:
+    """Requests whose bytes or event were lost, from a drops dict."""
+    return sum(v for k, v in drops.items() if k not in LATENCY_ONLY_DROPS)

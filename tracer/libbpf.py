@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +27,9 @@ def _load_libbpf() -> ctypes.CDLL:
         return ctypes.CDLL("libbpf.so.1", use_errno=True)
     except OSError as exc:
         raise BpfError(f"cannot load libbpf.so.1 ({exc}); install Debian's libbpf1") from exc
+
+
+_DRAIN_CHUNK = 1024  # entries read per batch call
 
 
 class _BtfType(ctypes.Structure):
@@ -154,17 +158,21 @@ class BpfMap:
             prev = nxt
 
     def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
-        """Read and delete every entry. The map must be quiescent (no writer)."""
+        """Read and delete every entry. The map must be quiescent (no writer).
+
+        Reads in chunks (a map of 1 KiB values and thousands of entries would
+        otherwise need megabytes of buffer at every drain); a chunk smaller than
+        one hash bucket fails with ENOSPC and is then doubled."""
         lib = _get().lib
-        count_max = self.max_entries
-        keys = (key_type * count_max)()
-        values = (value_type * count_max)()
+        chunk = min(self.max_entries, _DRAIN_CHUNK)
+        keys: Any = (key_type * chunk)()
+        values: Any = (value_type * chunk)()
         out: list[tuple[Any, Any]] = []
         token_in = ctypes.c_uint64(0)
         token_out = ctypes.c_uint64(0)
         first = True
         while True:
-            count = ctypes.c_uint32(count_max)
+            count = ctypes.c_uint32(chunk)
             rc = lib.bpf_map_lookup_and_delete_batch(
                 self.fd,
                 None if first else ctypes.byref(token_in),
@@ -178,8 +186,13 @@ class BpfMap:
             out.extend(
                 (key_type.from_buffer_copy(keys[n]), value_type.from_buffer_copy(values[n])) for n in range(count.value)
             )
+            if rc and err == errno.ENOSPC and count.value == 0 and chunk < self.max_entries:
+                chunk = min(self.max_entries, chunk * 2)
+                keys = (key_type * chunk)()
+                values = (value_type * chunk)()
+                continue
             if rc and err != 0:
-                if err == 2:  # ENOENT: the whole map was walked
+                if err == errno.ENOENT:  # the whole map was walked
                     return out
                 raise BpfError(f"draining map {self.name}: {os.strerror(err)}")
             if count.value == 0:

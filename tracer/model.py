@@ -9,7 +9,8 @@ from typing import Any
 
 from mysqlio.bpf_types import API_NAMES, Op
 from mysqlio.classify import Classifier
-from mysqlio.probe import FileIdentity, OpCount
+from mysqlio.latency import CLASS_OF_OP, CLASSES, Histogram
+from mysqlio.probe import FileIdentity, LatencyRow, OpCount
 from mysqlio.resolve import FileResolver
 
 COUNTER_FIELDS = (
@@ -98,6 +99,23 @@ class FileActivity(Counts):
     table: str | None = None
     deleted: bool = False
     threads: dict[int, ThreadActivity] = field(default_factory=dict)
+    # latencies of the requests that completed in the interval, by op class
+    latency: dict[str, Histogram] = field(default_factory=dict)
+
+    def add_latency(self, row: LatencyRow) -> None:
+        cls = CLASS_OF_OP[row.op]
+        hist = self.latency.get(cls)
+        if hist is None:
+            hist = self.latency[cls] = Histogram()
+        hist.merge(row.hist)
+
+    def latency_json(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for cls in CLASSES:
+            summary = self.latency[cls].summary() if cls in self.latency else None
+            if summary:
+                out[cls] = summary
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +126,7 @@ class FileActivity(Counts):
             "dev": f"{os.major(self.file.dev)}:{os.minor(self.file.dev)}",
             "ino": self.file.ino,
             **self.counters_json(),
+            "latency": self.latency_json(),
             "threads": [t.to_json() for t in sorted(self.threads.values(), key=_busiest)],
         }
 
@@ -144,24 +163,34 @@ def aggregate(
     classifier: Classifier,
     thread_name: Callable[[int], str],
     fold_partitions: bool = False,
+    latencies: list[LatencyRow] | None = None,
 ) -> list[FileActivity]:
-    """Fold (file, thread, op, api) rows into one FileActivity per file, busiest writer first."""
+    """Fold (file, thread, op, api) rows into one FileActivity per file, busiest writer first,
+    with the latency histograms of its requests."""
     by_file: dict[FileIdentity, FileActivity] = {}
-    for row in rows:
-        activity = by_file.get(row.file)
+
+    def activity_of(file: FileIdentity) -> FileActivity:
+        activity = by_file.get(file)
         if activity is None:
-            resolved = resolver.resolve(row.file)
-            activity = FileActivity(
-                file=row.file,
+            resolved = resolver.resolve(file)
+            activity = by_file[file] = FileActivity(
+                file=file,
                 path=resolved.path,
                 kind=classifier.kind(resolved.path),
                 table=classifier.table(resolved.path, fold_partitions),
                 deleted=resolved.deleted,
             )
-            by_file[row.file] = activity
+        return activity
+
+    for row in rows:
+        activity = activity_of(row.file)
         activity.add(row)
         thread = activity.threads.get(row.tid)
         if thread is None:
             thread = activity.threads[row.tid] = ThreadActivity(tid=row.tid, name=thread_name(row.tid))
         thread.add(row)
+    # a libaio request is counted at submission and timed at completion,
+    # which can fall in the next interval: such a file has latency only
+    for lat in latencies or ():
+        activity_of(lat.file).add_latency(lat)
     return sorted(by_file.values(), key=lambda a: (*_busiest(a), a.path))

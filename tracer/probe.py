@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mysqlio import bpf_types as bt
-from mysqlio.libbpf import BpfObject
+from mysqlio.latency import Histogram
+from mysqlio.libbpf import BpfMap, BpfObject
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 
@@ -54,6 +56,16 @@ class OpCount:
 
 
 @dataclass(frozen=True)
+class LatencyRow:
+    """Latencies of one (file, op, api) over an interval."""
+
+    file: FileIdentity
+    op: bt.Op
+    api: bt.Api
+    hist: Histogram
+
+
+@dataclass(frozen=True)
 class KernelName:
     """A file's path as walked from its dentry in the kernel."""
 
@@ -77,9 +89,11 @@ class IoProbe:
             self._obj.set_max_entries("events", record_ring_bytes)
         self._obj.load()
         self._obj.attach_all()
-        self._slot = self._obj.map("stats_slot")
-        self._maps = [self._obj.map("stats_a"), self._obj.map("stats_b")]
-        self._active = 0
+        self._stats = _SwappedMaps(self._obj, "stats")
+        self._latency = _SwappedMaps(self._obj, "lat")
+        self._pending = [self._obj.map("aio_pending"), self._obj.map("uring_pending")]
+        self._aged_out = 0
+        self._next_aging = time.monotonic() + AGING_EVERY_S
         self._names = self._obj.map("names")
         self._threads = self._obj.map("threads")
 
@@ -89,6 +103,8 @@ class IoProbe:
             "stats_a": (bt.FileOpKey, bt.FileOpStats),
             "names": (bt.FileId, bt.FileName),
             "threads": (ctypes.c_uint32, bt.ThreadName),
+            "lat_a": (bt.LatKey, bt.LatHist),
+            "aio_pending": (ctypes.c_uint64, bt.PendingIo),
         }
         for name, (key_t, value_t) in expected.items():
             m = self._obj.map(name)
@@ -97,15 +113,39 @@ class IoProbe:
 
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain."""
-        full = self._maps[self._active]
-        self._active ^= 1
-        # returns after a grace period: no program writes `full` any more
-        self._slot.update(ctypes.c_uint32(0), ctypes.c_uint32(self._maps[self._active].fd))
+        full = self._stats.swap()
         return [_op_count(k, v) for k, v in full.drain(bt.FileOpKey, bt.FileOpStats)]
 
-    def drops(self) -> bt.DropCounters:
-        """Cumulative counts of what the kernel side could not account."""
-        return self._obj.read_bss("drops", bt.DropCounters)
+    def drain_latency(self) -> list[LatencyRow]:
+        """Latency histograms of the requests completed since the previous call;
+        also ages out requests that never completed (at most every AGING_EVERY_S)."""
+        full = self._latency.swap()
+        rows = [_latency_row(k, v) for k, v in full.drain(bt.LatKey, bt.LatHist)]
+        if time.monotonic() >= self._next_aging:
+            self._age_pending()
+        return rows
+
+    def _age_pending(self) -> None:
+        """Delete libaio / io_uring requests submitted more than PENDING_MAX_AGE_S
+        ago: their completion was missed (io_destroy, a lost io_getevents result)
+        and the tables must not fill up with them. Counted as aged_out."""
+        self._next_aging = time.monotonic() + AGING_EVERY_S
+        oldest_ns = time.monotonic_ns() - int(PENDING_MAX_AGE_S * 1e9)  # bpf_ktime_get_ns clock
+        pending = bt.PendingIo()
+        for table in self._pending:
+            for key in list(table.keys(ctypes.c_uint64)):
+                if table.lookup(key, pending) and pending.ts_ns < oldest_ns and table.delete(key):
+                    self._aged_out += 1
+
+    def pending_requests(self) -> int:
+        """libaio iocbs and io_uring requests waiting for their completion now."""
+        return sum(sum(1 for _ in table.keys(ctypes.c_uint64)) for table in self._pending)
+
+    def drops(self) -> bt.Drops:
+        """Cumulative counts of what could not be accounted: the kernel's, and
+        the pending requests aged out here."""
+        kernel = self._obj.read_bss("drops", bt.DropCounters).as_dict()
+        return bt.Drops({**kernel, "aged_out": self._aged_out})
 
     def kernel_name(self, file: FileIdentity) -> KernelName | None:
         raw = bt.FileName()
@@ -135,6 +175,39 @@ class IoProbe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Pending requests older than this are taken as never completing. InnoDB's
+# slowest writes complete in seconds even on a saturated disk.
+PENDING_MAX_AGE_S = 60.0
+AGING_EVERY_S = 10.0
+
+
+class _SwappedMaps:
+    """Two maps <name>_a / <name>_b behind the one-slot map-in-map <name>_slot:
+    the programs write the one in the slot; swap() puts the other one there and
+    returns the first, which no program writes any more (the kernel's update of
+    a map-in-map slot waits for an RCU grace period)."""
+
+    def __init__(self, obj: BpfObject, name: str) -> None:
+        self._slot = obj.map(f"{name}_slot")
+        self._maps = [obj.map(f"{name}_a"), obj.map(f"{name}_b")]
+        self._active = 0
+
+    def swap(self) -> BpfMap:
+        full = self._maps[self._active]
+        self._active ^= 1
+        self._slot.update(ctypes.c_uint32(0), ctypes.c_uint32(self._maps[self._active].fd))
+        return full
+
+
+def _latency_row(key: bt.LatKey, value: bt.LatHist) -> LatencyRow:
+    return LatencyRow(
+        file=FileIdentity.from_kernel(key.dev, key.ino),
+        op=bt.Op(key.op),
+        api=bt.Api(key.api),
+        hist=Histogram.from_kernel(value.slots, value.sum_ns, value.max_ns),
+    )
 
 
 def _op_count(key: bt.FileOpKey, value: bt.FileOpStats) -> OpCount:

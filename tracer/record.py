@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mysqlio import target
+from mysqlio.bpf_types import lost_events
 from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone
 from mysqlio.layout import read_layout
@@ -143,7 +144,7 @@ def run_record(options: RecordOptions) -> int:
             finally:
                 ring.close()
                 # stap reports skipped probes and lost output lines only when it stops
-                lost.total = max(lost.total, sum(probe.drops().as_dict().values()))
+                lost.total = max(lost.total, lost_events(probe.drops().as_dict()))
     finally:
         writer.close(lost_total=lost.total, end_wall=time.time())
 
@@ -198,10 +199,12 @@ def _done(options: RecordOptions, start: float, now: float, writer: TraceWriter,
 
 def _flush(pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: TraceWriter, lost: _LostCount) -> None:
     events = np.concatenate(pending)
-    # the per-interval aggregate is not used here; drain it so it never fills
+    # the per-interval aggregates are not used here; drain them so they never
+    # fill (this also ages out AIO requests that never completed)
     probe.drain()
+    probe.drain_latency()
     names.learn(events)
-    lost.total = sum(probe.drops().as_dict().values())
+    lost.total = lost_events(probe.drops().as_dict())
     if len(events):
         writer.write(events, names.files, names.threads, lost.total)
 

@@ -31,6 +31,7 @@ from rich.text import Text
 from mysqlio.bursts import SeriesBuilder, Train, detect, render_trains, trains_json
 from mysqlio.errors import UserError
 from mysqlio.events import API_NAMES, OP_NAMES
+from mysqlio.latency import ACCURACY_NOTE, CLASSES, NBUCKETS, SUB, bucket_of, percentile
 from mysqlio.model import COUNTER_FIELDS
 from mysqlio.render import shorten
 from mysqlio.trace import TraceMeta, TraceReader
@@ -47,47 +48,8 @@ _NOPS = len(OP_NAMES)
 _OP_COLUMN = {_WRITE: 1, _READ: 3, 2: 4, 3: 5, 4: 6}  # op index -> COUNTERS column of its ops
 assert OP_NAMES[2:] == ("fsync", "fdatasync", "sync_file_range")
 
-# Latency histogram: log-linear, SUB buckets per power of two from 1 ns to 2**MAX_EXP ns
-# (~39 h); bucket 0 holds 0 ns. A percentile is reported as its bucket's midpoint
-# (at most 1/(2*SUB) = 12.5 % from the true value), capped by the exact maximum.
-SUB = 4
-MAX_EXP = 47
-NBUCKETS = 1 + SUB * (MAX_EXP + 1)
-LAT_CLASSES = ("write", "sync", "read")
-LATENCY_NOTE = f"latency p50/p99: histogram, {SUB} buckets per power of 2 (±{100 / (2 * SUB):g} %); max exact"
-
-
-def _bucket_bounds() -> tuple[np.ndarray, np.ndarray]:
-    lo = np.zeros(NBUCKETS)
-    hi = np.zeros(NBUCKETS)
-    for b in range(1, NBUCKETS):
-        e, s = divmod(b - 1, SUB)
-        lo[b] = 2.0**e * (1 + s / SUB)
-        hi[b] = 2.0**e * (1 + (s + 1) / SUB)
-    return lo, hi
-
-
-_LO, _HI = _bucket_bounds()
-_MID = (_LO + _HI) / 2
-
-
-def latency_bucket(ns: np.ndarray) -> np.ndarray:
-    """Histogram bucket of each latency (vectorised)."""
-    mant, exp = np.frexp(ns.astype(np.float64))  # ns = mant * 2**exp, mant in [0.5, 1)
-    sub = ((mant * 2 - 1) * SUB).astype(np.int64)
-    b = 1 + (exp.astype(np.int64) - 1) * SUB + sub
-    b[ns == 0] = 0
-    return np.clip(b, 0, NBUCKETS - 1)
-
-
-def percentile(hist: np.ndarray, q: float, maximum: int) -> int | None:
-    """Nearest-rank percentile q (0..100) of a histogram, as its bucket's midpoint."""
-    total = int(hist.sum())
-    if total == 0:
-        return None
-    rank = max(1, math.ceil(q / 100 * total))
-    b = int(np.searchsorted(np.cumsum(hist), rank))
-    return min(round(_MID[b]), maximum)
+LAT_CLASSES = CLASSES
+LATENCY_NOTE = ACCURACY_NOTE
 
 
 # ----------------------------------------------------------------- decoding
@@ -337,7 +299,7 @@ class GroupAgg:
         lat = ev.latency[ok]
         flat = g_ok * len(LAT_CLASSES) + cls
         hist = self._hist.ensure(size).reshape(-1)
-        hkey = flat * NBUCKETS + latency_bucket(lat)
+        hkey = flat * NBUCKETS + bucket_of(lat)
         nbins = size * len(LAT_CLASSES) * NBUCKETS
         if nbins <= 4 * len(hkey) + (1 << 16):
             hist[:nbins] += np.bincount(hkey, minlength=nbins)

@@ -44,10 +44,10 @@ import numpy as np
 
 from mysqlio import preflight
 from mysqlio import stap_protocol as proto
-from mysqlio.bpf_types import Api, Op
+from mysqlio.bpf_types import Api, Drops, Op
 from mysqlio.errors import UserError
 from mysqlio.events import EVENT_DTYPE
-from mysqlio.probe import FileIdentity, IoProbe, KernelName, OpCount
+from mysqlio.probe import FileIdentity, IoProbe, KernelName, LatencyRow, OpCount
 
 BACKENDS = ("auto", "bpf", "stap")
 MODES = ("top", "record")
@@ -574,16 +574,6 @@ class StapProcess:
 # ---- the probe ----
 
 
-class StapDrops:
-    """Cumulative counts of what the scripts could not account (IoProbe.drops() interface)."""
-
-    def __init__(self, counts: dict[str, int]) -> None:
-        self._counts = dict(counts)
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self._counts)
-
-
 class StapProbe:
     """IoProbe's interface over the records of a SystemTap script."""
 
@@ -696,8 +686,12 @@ class StapProbe:
         rows, self._rows = self._rows, []
         return [_op_count(r) for r in rows]
 
-    def drops(self) -> StapDrops:
-        return StapDrops(self._drops)
+    def drain_latency(self) -> list[LatencyRow]:
+        """The scripts keep no latency histograms (record events carry latency)."""
+        return []
+
+    def drops(self) -> Drops:
+        return Drops(self._drops)
 
     def read(self) -> np.ndarray:
         """record: the events that arrived since the last read, as EVENT_DTYPE records."""

@@ -12,6 +12,7 @@ from typing import TextIO
 from rich.console import Console
 
 from mysqlio import target
+from mysqlio.bpf_types import lost_events
 from mysqlio.bursts import BurstTracker
 from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone
@@ -63,11 +64,12 @@ class IntervalSampler:
 
     def sample(self) -> Interval:
         rows = self._probe.drain()
+        latencies = self._probe.drain_latency()
         self._thread_names.clear()  # tids are reused and threads rename themselves
         now = time.monotonic()
         drops = self._probe.drops().as_dict()
         delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
-        files = aggregate(rows, self._resolver, self._classifier, self._thread_name, self._fold_partitions)
+        files = aggregate(rows, self._resolver, self._classifier, self._thread_name, self._fold_partitions, latencies)
         for activity in files:
             # the next request walks the path again: renames stay visible
             self._probe.forget_name(activity.file)
@@ -75,7 +77,7 @@ class IntervalSampler:
             time=time.time(),
             interval_s=now - self._last_time,
             pid=self._pid,
-            lost_events=sum(delta.values()),
+            lost_events=lost_events(delta),
             drops=delta,
             files=files,
         )

@@ -1,0 +1,192 @@
+"""Latency, proven against latency we impose and measure independently.
+
+iogen's latency scenario does queue-depth-1 O_DIRECT writes and fdatasyncs
+through pwrite64/fdatasync, libaio and io_uring on an ext4 loop device whose
+writes are throttled to 5 IOPS for iogen's cgroup (tests/throttled_disk.py):
+every throttled block write waits ~1/5 s. iogen also times each request itself
+(clock_gettime around submission and completion). `top` (in-kernel histograms)
+and `record` + `report` (per-event latency) must land within 10 % of both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from throttled_disk import ThrottledDisk, throttled_disk
+
+from traced import read_json_line, report_json, start_iogen
+
+WRITE_IOPS = 5
+IMPOSED_NS = 1e9 / WRITE_IOPS
+COUNT = 8  # timed requests per API and op
+TOLERANCE = 0.10
+APIS = ("syscall", "libaio", "io_uring")
+
+pytestmark = pytest.mark.usefixtures("bpf_ready")
+
+
+@pytest.fixture(scope="module")
+def disk() -> Iterator[ThrottledDisk]:
+    try:
+        with throttled_disk(WRITE_IOPS) as d:
+            yield d
+    except RuntimeError as exc:  # no loop device / blkio here: fail, never skip
+        pytest.fail(f"cannot build a throttled disk: {exc}")
+
+
+def _start_tracer(argv: list[str], ready: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # printed once the probes are attached
+    assert line.startswith(ready), line
+    return proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return out
+
+
+def nearest_rank(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(1, -(-len(ordered) * q // 100)) - 1]
+
+
+def close(measured: float, truth: float) -> bool:
+    return abs(measured - truth) <= TOLERANCE * truth
+
+
+@pytest.fixture(scope="module")
+def run(disk: ThrottledDisk, iogen: Path) -> dict[str, Any]:
+    """One latency run traced by top (one long interval) and record at once."""
+    work = tempfile.mkdtemp(dir=disk.mount)
+    trace = str(Path(tempfile.mkdtemp()) / "lat.trace")
+    gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", str(COUNT)], disk.enter_cgroup)
+    tracers = []
+    try:
+        top = _start_tracer(["top", "-p", str(gen.pid), "--json", "-i", "600"], "mysqlio: tracing pid")
+        tracers.append(top)
+        rec = _start_tracer(["record", "-p", str(gen.pid), "-o", trace], "mysqlio: recording pid")
+        tracers.append(rec)
+        assert gen.stdin is not None and gen.stdout is not None
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 120, "iogen latency run")
+        intervals = [json.loads(line) for line in _stop(top).splitlines() if line.strip()]
+        _stop(rec)
+    finally:
+        for proc in tracers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    assert len(intervals) == 1, "the whole run must fall in top's one interval"
+    return {"expected": expected, "top": intervals[0], "report": report_json(trace), "work": work}
+
+
+def _truth(run: dict[str, Any], api: str, op: str) -> tuple[str, list[int]]:
+    (series,) = [s for s in run["expected"]["latency"] if s["api"] == api and s["op"] == op]
+    return series["path"], series["ns"]
+
+
+def _show(label: str, ours: dict[str, int], truth: list[int]) -> None:
+    print(
+        f"{label:<28} ours p50 {ours['p50_ns'] / 1e6:7.1f} ms  p99 {ours['p99_ns'] / 1e6:7.1f}  max "
+        f"{ours['max_ns'] / 1e6:7.1f}  | iogen p50 {nearest_rank(truth, 50) / 1e6:7.1f}  max {max(truth) / 1e6:7.1f}"
+    )
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_top_write_latency_matches_imposed_and_measured(run: dict[str, Any], api: str) -> None:
+    path, truth = _truth(run, api, "write")
+    (row,) = [f for f in run["top"]["files"] if f["path"] == path]
+    ours = row["latency"]["write"]
+    _show(f"top {api} write", ours, truth)
+    # COUNT timed O_DIRECT writes plus the untimed buffered write that laid the file out
+    assert ours["count"] == COUNT + 1
+    assert close(ours["p50_ns"], nearest_rank(truth, 50)), (ours, truth)
+    assert close(ours["p50_ns"], IMPOSED_NS), (ours, IMPOSED_NS)
+    assert close(ours["p99_ns"], max(truth)), (ours, truth)
+    assert close(ours["max_ns"], max(truth)) and ours["max_ns"] <= max(truth)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_top_sync_latency_matches_measured(run: dict[str, Any], api: str) -> None:
+    path, truth = _truth(run, api, "fdatasync")
+    (row,) = [f for f in run["top"]["files"] if f["path"] == path]
+    ours = row["latency"]["sync"]
+    _show(f"top {api} fdatasync", ours, truth)
+    assert ours["count"] == COUNT
+    assert close(ours["p50_ns"], nearest_rank(truth, 50)), (ours, truth)
+    assert close(ours["max_ns"], max(truth)) and ours["max_ns"] <= max(truth)
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_report_latency_matches_imposed_and_measured(run: dict[str, Any], api: str) -> None:
+    by_path = {f["path"]: f for f in run["report"]["files"]}
+    path, truth = _truth(run, api, "write")
+    ours = by_path[path]["write_latency_ns"]
+    assert close(ours["p50"], nearest_rank(truth, 50)), (ours, truth)
+    assert close(ours["p50"], IMPOSED_NS), (ours, IMPOSED_NS)
+    assert close(ours["max"], max(truth)) and ours["max"] <= max(truth)
+    path, truth = _truth(run, api, "fdatasync")
+    ours = by_path[path]["sync_latency_ns"]
+    assert close(ours["p50"], nearest_rank(truth, 50)), (ours, truth)
+    assert ours["max"] <= max(truth)
+
+
+def test_strace_agrees_on_the_syscall_path(disk: ThrottledDisk, iogen: Path) -> None:
+    """Once, an independent tracer: strace -T's times of the same pwrite64 calls."""
+    work = tempfile.mkdtemp(dir=disk.mount)
+    gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "5"], disk.enter_cgroup)
+    top = strace = None
+    try:
+        top = _start_tracer(["top", "-p", str(gen.pid), "--json", "-i", "600"], "mysqlio: tracing pid")
+        strace = subprocess.Popen(
+            ["strace", "-T", "-e", "trace=pwrite64", "-p", str(gen.pid)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert strace.stderr is not None
+        assert "attached" in strace.stderr.readline()
+        assert gen.stdin is not None and gen.stdout is not None
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 120, "iogen latency run")
+        (top_json,) = [json.loads(x) for x in _stop(top).splitlines() if x.strip()]
+        strace.send_signal(signal.SIGINT)
+        _, strace_err = strace.communicate(timeout=30)
+    finally:
+        for proc in (top, strace):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    (series,) = [s for s in expected["latency"] if s["api"] == "syscall" and s["op"] == "write"]
+    # the O_DIRECT overwrites: 4096-byte pwrite64 calls of lat-syscall.dat (the layout write is larger)
+    strace_s = [float(t) for t in re.findall(r'pwrite64\(\d+, ".*?"\.*, 4096, \d+\) = 4096 <([\d.]+)>', strace_err)]
+    assert len(strace_s) >= 5, strace_err[-2000:]
+    # the last 5 such calls are the timed ones (the fdatasync phase writes buffered 4 KiB too)
+    (row,) = [f for f in top_json["files"] if f["path"] == series["path"]]
+    ours = row["latency"]["write"]
+    strace_median_ns = statistics.median(strace_s[:5]) * 1e9
+    print(f"strace -T median {strace_median_ns / 1e6:.1f} ms, mysqlio p50 {ours['p50_ns'] / 1e6:.1f} ms")
+    assert close(ours["p50_ns"], strace_median_ns)

@@ -28,7 +28,7 @@ from traced import read_json_line, report_json, start_iogen
 
 WRITE_IOPS = 5
 IMPOSED_NS = 1e9 / WRITE_IOPS
-COUNT = 8  # timed requests per API and op
+COUNT = 10  # timed requests per API and op
 TOLERANCE = 0.10
 APIS = ("syscall", "libaio", "io_uring")
 
@@ -97,7 +97,15 @@ def run(disk: ThrottledDisk, iogen: Path) -> dict[str, Any]:
             gen.stdin.close()
         gen.wait(timeout=30)
     assert len(intervals) == 1, "the whole run must fall in top's one interval"
-    return {"expected": expected, "top": intervals[0], "report": report_json(trace), "work": work}
+    return {
+        "expected": expected,
+        "top": intervals[0],
+        "report": report_json(trace),
+        "timeline": report_json(trace, "--latency")["latency_over_time"],
+        "text": subprocess.run(
+            [sys.executable, "-m", "mysqlio", "report", trace, "--latency"], capture_output=True, text=True, timeout=120
+        ).stdout,
+    }
 
 
 def _truth(run: dict[str, Any], api: str, op: str) -> tuple[str, list[int]]:
@@ -149,6 +157,21 @@ def test_report_latency_matches_imposed_and_measured(run: dict[str, Any], api: s
     ours = by_path[path]["sync_latency_ns"]
     assert close(ours["p50"], nearest_rank(truth, 50)), (ours, truth)
     assert ours["max"] <= max(truth)
+
+
+def test_report_latency_over_time_follows_the_slowest_files(run: dict[str, Any]) -> None:
+    timeline = run["timeline"]
+    slow = {(p["path"], p["op"]) for p in timeline["files"][:2]}
+    # the slowest: fdatasync through syscall and io_uring (two throttled writes each;
+    # libaio's fdatasync runs in a kernel worker outside the throttled cgroup)
+    assert slow == {(_truth(run, api, "fdatasync")[0], "sync") for api in ("syscall", "io_uring")}
+    for i, pair in enumerate(timeline["files"]):
+        cells = [s["latency"][i] for s in timeline["seconds"] if s["latency"][i]]
+        assert sum(c["count"] for c in cells) >= COUNT
+        for c in cells:  # every second of a steady stream shows the same latency
+            assert close(c["p99_ns"], pair["p99_ns"]), (pair, c)
+    assert "Latency over time of the slowest files" in run["text"]
+    assert "lat-syscall-sync.dat" in run["text"] and "sync p99" in run["text"]
 
 
 def test_strace_agrees_on_the_syscall_path(disk: ThrottledDisk, iogen: Path) -> None:

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     top.add_argument(
+        "--latency", action="store_true", help="show write and sync latency p50 / p99 / max (key l toggles)"
+    )
+    top.add_argument(
         "--follow",
         action="store_true",
         help="when mysqld exits, wait for the next server of the same name and go on tracing it",
@@ -269,6 +272,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         sort=args.sort,
         filters=Filters(kinds=args.kind, match=args.match),
         fold_partitions=args.fold_partitions,
+        latency=args.latency,
         backend=args.backend,
     )
     return run_top(options)
@@ -299,6 +303,11 @@ def _add_trace_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "--group", choices=GROUPS, default="file", help="one row per file (default), kind, table or thread"
     )
     report.add_argument("--per-second", action="store_true", help="add the per-second table")
+    report.add_argument(
+        "--latency",
+        action="store_true",
+        help="add the latency over time (p99 per second) of the slowest files (reads the trace twice)",
+    )
     report.add_argument("--json", action="store_true", help="one JSON object instead of text")
     report.add_argument("--limit", type=_count, default=30, help="rows of the summary table (default 30, 0 = all)")
 
@@ -331,10 +340,19 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     filters = _trace_filters(args)
     report = build_report(TraceReader(args.trace), args.group, filters, per_second=args.per_second)
+    timeline = None
+    if args.latency:
+        from mysqlio.latency_report import latency_over_time, slowest_pairs
+
+        file_rows = report.rows if args.group == "file" else build_report(TraceReader(args.trace), "file", filters).rows
+        timeline = latency_over_time(TraceReader(args.trace), slowest_pairs(file_rows), filters)
     if args.json:
-        sys.stdout.write(json.dumps(report_json(report), indent=1) + "\n")
+        obj = report_json(report)
+        if timeline is not None:
+            obj["latency_over_time"] = timeline.to_json()
+        sys.stdout.write(json.dumps(obj, indent=1) + "\n")
     else:
-        print_report(report, args.limit, args.per_second)
+        print_report(report, args.limit, args.per_second, timeline=timeline)
     return 0
 
 

@@ -21,7 +21,7 @@ from mysqlio.render import Header, render_screen
 from mysqlio.units import human_bytes, printable
 from mysqlio.view import GROUPS, SORT_KEYS, Row, ScreenState
 
-HELP = "q quit · s sort · g group"
+HELP = "q quit · s sort · g group · l latency"
 
 
 @contextlib.contextmanager
@@ -84,6 +84,7 @@ class LiveScreen:
             sort=self.state.sort,
             datadir=self.datadir,
             banner=self.bursts.banner(),
+            latency=self.state.latency,
         )
         size = self.console.size
         self._live.update(render_screen(header, self._rows, size.width, size.height))
@@ -102,6 +103,9 @@ class LiveScreen:
             keys = list(SORT_KEYS)
             self.state.sort = keys[(keys.index(self.state.sort) + 1) % len(keys)]
             self._rows = self.state.sorted(self._rows)
+            self._draw()
+        elif key == "l":
+            self.state.latency = not self.state.latency
             self._draw()
         elif key == "g":
             self.state.regroup(GROUPS[(GROUPS.index(self.state.group) + 1) % len(GROUPS)])

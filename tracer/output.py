@@ -6,8 +6,8 @@ import json
 import time
 from typing import Any, TextIO
 
-from mysqlio.model import Interval
-from mysqlio.units import human_bytes, human_rate, printable
+from mysqlio.model import FileActivity, Interval
+from mysqlio.units import human_bytes, human_duration_ns, human_rate, printable
 
 TEXT_HEADER = (
     f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
@@ -22,8 +22,21 @@ def write_json(interval: Interval, out: TextIO, bursts: list[dict[str, Any]] | N
     out.flush()
 
 
-def format_text(interval: Interval) -> str:
-    """One summary line and one line per file; rates are per second."""
+LATENCY_HEADER = f" {'wr p50':>7} {'wr p99':>7} {'sy p50':>7} {'sy p99':>7}"
+
+
+def _latency_cells(f: FileActivity) -> str:
+    cells = []
+    for cls in ("write", "sync"):
+        summary = f.latency[cls].summary() if cls in f.latency else None
+        for stat in ("p50_ns", "p99_ns"):
+            cells.append(f"{human_duration_ns(summary[stat] if summary else None):>7}")
+    return " " + " ".join(cells)
+
+
+def format_text(interval: Interval, latency: bool = False) -> str:
+    """One summary line and one line per file; rates are per second; with
+    `latency`, write and sync p50 / p99 of the requests completed in the interval."""
     secs = interval.interval_s or 1.0
     clock = time.strftime("%H:%M:%S", time.localtime(interval.time))
     total_w = sum(f.write_bytes for f in interval.files)
@@ -32,18 +45,18 @@ def format_text(interval: Interval) -> str:
     lines = [
         f"{clock} pid {interval.pid}  write {human_bytes(total_w / secs)}/s  read {human_bytes(total_r / secs)}/s"
         f"  sync {human_rate(total_s / secs)}/s  files {len(interval.files)}  lost {interval.lost_events}",
-        TEXT_HEADER,
+        TEXT_HEADER.replace("  path", (LATENCY_HEADER if latency else "") + "  path"),
     ]
     for f in interval.files:
         path = printable(f.path) + (" (deleted)" if f.deleted else "")
         lines.append(
             f"{clock:8} {f.kind:16} {human_bytes(f.write_bytes / secs):>10} {human_rate(f.write_ops / secs):>7} "
             f"{human_bytes(f.read_bytes / secs):>10} {human_rate(f.read_ops / secs):>7} "
-            f"{human_rate(f.sync_ops / secs):>6} {f.errors:>4}  {path}"
+            f"{human_rate(f.sync_ops / secs):>6} {f.errors:>4}{_latency_cells(f) if latency else ''}  {path}"
         )
     return "\n".join(lines) + "\n"
 
 
-def write_text(interval: Interval, out: TextIO) -> None:
-    out.write(format_text(interval) + "\n")
+def write_text(interval: Interval, out: TextIO, latency: bool = False) -> None:
+    out.write(format_text(interval, latency) + "\n")
     out.flush()

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio.units import human_bytes, human_rate, printable
+from mysqlio.units import human_bytes, human_duration_ns, human_rate, printable
 from mysqlio.view import Row
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -31,6 +31,7 @@ class Header:
     sort: str
     datadir: str | None = None
     banner: str | None = None
+    latency: bool = False
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -60,7 +61,7 @@ def render_header(h: Header) -> Text:
     text.append(f"write {human_bytes(h.write_bps)}/s  read {human_bytes(h.read_bps)}/s  sync {human_rate(h.sync_ps)}/s")
     text.append("  lost ")
     text.append(str(h.lost_events), style="bold red" if h.lost_events else "green")
-    text.append(f"  group {h.group}  sort {h.sort}", style="dim")
+    text.append(f"  group {h.group}  sort {h.sort}" + ("  latency" if h.latency else ""), style="dim")
     return text
 
 
@@ -73,14 +74,45 @@ _COLUMNS: list[tuple[str, int, bool, Callable[[Row], str]]] = [
     ("read/s", 9, True, lambda r: human_bytes(r.read_bps)),
     ("rops/s", 6, False, lambda r: human_rate(r.read_ops_ps)),
 ]
+
+
+def _latency_cell(cls: str, stat: str) -> Callable[[Row], str]:
+    def cell(r: Row) -> str:
+        summary = r.latency.get(cls)
+        return human_duration_ns(summary[stat]) if summary else "-"
+
+    return cell
+
+
+# shown with --latency or the `l` key: p99 always, p50 and max from NARROW columns
+_LATENCY_COLUMNS: list[tuple[str, int, bool, Callable[[Row], str]]] = [
+    ("wr p50", 7, False, _latency_cell("write", "p50_ns")),
+    ("wr p99", 7, True, _latency_cell("write", "p99_ns")),
+    ("wr max", 7, False, _latency_cell("write", "max_ns")),
+    ("sy p50", 7, False, _latency_cell("sync", "p50_ns")),
+    ("sy p99", 7, True, _latency_cell("sync", "p99_ns")),
+    ("sy max", 7, False, _latency_cell("sync", "max_ns")),
+]
 KIND_WIDTH = 12
 NARROW = 100
 
 
-def render_table(rows: list[Row], width: int, datadir: str | None = None, group: str = "file") -> Table:
-    """The per-row table, columns chosen to fit `width` terminal columns."""
+def _columns(width: int, latency: bool) -> list[tuple[str, int, bool, Callable[[Row], str]]]:
     columns = [c for c in _COLUMNS if width >= NARROW or c[2]]
-    spark_width = min(60, width - 100) if width >= WIDE else 0
+    if not latency:
+        return columns
+    # latency replaces the read columns and the average write size
+    columns = [c for c in columns if c[0] not in ("avg wr", "read/s", "rops/s")]
+    columns += [c for c in _LATENCY_COLUMNS if width >= NARROW or c[2]]
+    return columns
+
+
+def render_table(
+    rows: list[Row], width: int, datadir: str | None = None, group: str = "file", latency: bool = False
+) -> Table:
+    """The per-row table, columns chosen to fit `width` terminal columns."""
+    columns = _columns(width, latency)
+    spark_width = min(60, width - 100) if width >= WIDE and not latency else 0
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", padding=(0, 1, 0, 0))
     table.add_column("kind", no_wrap=True, width=KIND_WIDTH)
     for title, col_width, _, _ in columns:
@@ -108,7 +140,7 @@ def render_screen(header: Header, rows: list[Row], width: int, height: int | Non
         parts.append(Text(printable(header.banner), style="bold yellow"))
     if height is not None:
         rows = rows[: max(1, height - len(parts) - 3)]
-    parts.append(render_table(rows, width, header.datadir, header.group))
+    parts.append(render_table(rows, width, header.datadir, header.group, header.latency))
     return Group(*parts)
 
 

@@ -1004,7 +1004,9 @@ def render_report(r: Report, width: int, limit: int = 0) -> Group:
     return Group(*parts)
 
 
-def print_report(r: Report, limit: int = 0, per_second: bool = False, file: TextIO | None = None) -> None:
+def print_report(
+    r: Report, limit: int = 0, per_second: bool = False, file: TextIO | None = None, timeline: Any = None
+) -> None:
     """Print the text report: terminal width and colours on a terminal; else 120
     columns of plain text without trailing blanks."""
     out = file or sys.stdout
@@ -1015,6 +1017,16 @@ def print_report(r: Report, limit: int = 0, per_second: bool = False, file: Text
     parts: list[RenderableType] = [render_report(r, console.width, limit)]
     if per_second and r.per_second is not None:
         parts += [Text(""), _heading("Per second"), render_per_second(r, console.width)]
+    if timeline is not None:  # mysqlio.latency_report.LatencyTimeline
+        from mysqlio.latency_report import render_timeline
+
+        heading = "Latency over time of the slowest files (p99, requests)"
+        body: RenderableType = (
+            render_timeline(timeline, r, console.width)
+            if timeline.pairs
+            else Text("no file has enough requests with latency")
+        )
+        parts += [Text(""), _heading(heading), body]
     if tty:
         console.print(Group(*parts))
         return

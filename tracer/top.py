@@ -37,6 +37,7 @@ class TopOptions:
     sort: str = "write"
     filters: Filters = field(default_factory=Filters)
     fold_partitions: bool = False
+    latency: bool = False  # p50 / p99 / max latency columns
     backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
 
 
@@ -106,8 +107,11 @@ class StopFlag:
 class StreamSink:
     """Non-interactive output: one JSON line or one text block per interval."""
 
-    def __init__(self, out: TextIO, output: str, filters: Filters, stop: threading.Event) -> None:
+    def __init__(
+        self, out: TextIO, output: str, filters: Filters, stop: threading.Event, latency: bool = False
+    ) -> None:
         self._out = out
+        self._latency = latency
         self._write = write_json if output == "json" else write_text
         self._filters = filters
         self._stop = stop
@@ -121,7 +125,7 @@ class StreamSink:
         if self._json:
             write_json(interval, self._out, [t.to_json() for t in trains])
             return
-        write_text(interval, self._out)
+        write_text(interval, self._out, self._latency)
         banner = self._bursts.banner()
         if banner:
             self._out.write(printable(banner) + "\n\n")
@@ -143,8 +147,10 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
         server = f"{name} {layout.version}" if layout.version else name
         if options.output != "live":
             print(f"mysqlio: tracing pid {options.pid} ({name}), Ctrl-C to stop", file=sys.stderr)
-            return _loop(options, sampler, StreamSink(out, options.output, options.filters, stop.event), stop)
-        state = ScreenState(options.group, options.sort, options.filters)
+            return _loop(
+                options, sampler, StreamSink(out, options.output, options.filters, stop.event, options.latency), stop
+            )
+        state = ScreenState(options.group, options.sort, options.filters, options.latency)
         console = Console()
         try:
             with cbreak(sys.stdin.fileno()), LiveScreen(state, options.pid, server, layout.datadir, console) as screen:

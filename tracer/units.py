@@ -26,6 +26,19 @@ def human_rate(n: float) -> str:
     return f"{n:.1f}"
 
 
+def human_duration_ns(ns: float | None) -> str:
+    """A latency: '85µs', '12.3ms', '1.20s'; '-' when there is none."""
+    if ns is None:
+        return "-"
+    if ns < 1000:
+        return f"{ns:.0f}ns"
+    if ns < 1_000_000:
+        return f"{ns / 1000:.0f}µs" if ns >= 100_000 else f"{ns / 1000:.1f}µs"
+    if ns < 1_000_000_000:
+        return f"{ns / 1_000_000:.0f}ms" if ns >= 100_000_000 else f"{ns / 1_000_000:.1f}ms"
+    return f"{ns / 1_000_000_000:.2f}s"
+
+
 def printable(text: str) -> str:
     """A file name made safe for a terminal: control characters and undecodable
     bytes become visible escapes, so a hostile name cannot move the cursor."""

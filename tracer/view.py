@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from mysqlio.latency import Histogram
 from mysqlio.model import Counts, FileActivity, Interval
 
 HISTORY_LEN = 60  # sparkline: the last 60 intervals
@@ -22,6 +23,8 @@ SORT_KEYS = {
     "sync": lambda r: r.sync_ps,
     "read": lambda r: r.read_bps,
     "rops": lambda r: r.read_ops_ps,
+    "wlat": lambda r: r.latency_p99("write"),
+    "slat": lambda r: r.latency_p99("sync"),
     "name": lambda r: r.label,
     "kind": lambda r: r.kind,
 }
@@ -54,6 +57,12 @@ class Row:
     errors: int
     history: list[float]
     quiet_for: int = 0  # intervals since the row last did anything
+    # latency summaries (mysqlio.latency.Histogram.summary) by class: write, sync, read
+    latency: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def latency_p99(self, cls: str) -> int:
+        summary = self.latency.get(cls)
+        return summary["p99_ns"] if summary else 0
 
 
 @dataclass
@@ -62,6 +71,13 @@ class _Track:
     label: str
     history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_LEN))
     quiet_for: int = 0
+
+
+def _merge_latency(into: dict[str, Histogram], latency: dict[str, Histogram]) -> None:
+    for cls, hist in latency.items():
+        if cls not in into:
+            into[cls] = Histogram()
+        into[cls].merge(hist)
 
 
 def group_key(f: FileActivity, group: str) -> list[tuple[str, str, Counts]]:
@@ -87,9 +103,11 @@ class ScreenState:
         group: str = "file",
         sort: str = "write",
         filters: Filters | None = None,
+        latency: bool = False,
     ) -> None:
         self.group = group
         self.sort = sort
+        self.latency = latency  # latency columns shown
         self.filters = filters or Filters()
         self._tracks: dict[str, _Track] = {}
         self.totals: dict[str, tuple[str, str, Counts]] = {}  # whole session, per file
@@ -103,21 +121,25 @@ class ScreenState:
         self.elapsed_s += interval.interval_s
         self.lost_events += interval.lost_events
         secs = interval.interval_s or 1.0
-        current: dict[str, tuple[str, str, Counts]] = {}
+        current: dict[str, tuple[str, str, Counts, dict[str, Histogram]]] = {}
         for f in interval.files:
             self._add_total(f)
             if not self.filters.keep(f):
                 continue
             for key, label, counts in group_key(f, self.group):
                 if key not in current:
-                    current[key] = (label, f.kind if self.group != "thread" else "thread", Counts())
+                    current[key] = (label, f.kind if self.group != "thread" else "thread", Counts(), {})
                 current[key][2].merge(counts)
+                if self.group != "thread":  # histograms are per file, not per thread
+                    _merge_latency(current[key][3], f.latency)
         rows = []
-        for key, (label, kind, counts) in current.items():
+        for key, (label, kind, counts, latency) in current.items():
             track = self._tracks.setdefault(key, _Track(kind, label))
             track.label, track.quiet_for = label, 0
             track.history.append(counts.write_bytes / secs)
-            rows.append(_row(key, track, counts, secs))
+            row = _row(key, track, counts, secs)
+            row.latency = {cls: s for cls, hist in latency.items() if (s := hist.summary())}
+            rows.append(row)
         for key, track in list(self._tracks.items()):
             if key in current:
                 continue

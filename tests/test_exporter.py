@@ -1,0 +1,414 @@
+"""`mysqlio exporter`: scraped over HTTP with urllib and parsed with prometheus_client's
+own parser. End to end with real BPF on iogen (exact per-file and per-kind counters,
+burst-train gauges, bounded per-file series, localhost only, nothing left attached
+after kill -9), plus the bookkeeping that keeps counters monotonic when files leave
+the top N, on synthetic intervals."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
+from test_safety import held_bpf_ids, loaded_bpf_ids
+
+from mysqlio.exporter import ExporterState, IoCollector
+from mysqlio.kinds import KINDS
+from mysqlio.model import FileActivity, Interval
+from mysqlio.probe import FileIdentity
+from traced import assert_one_line_error, read_json_line
+
+DEFAULT_PORT = 9164
+INTERVAL_S = 0.3
+FILE_COUNTERS = ("write_bytes", "write_ops", "read_bytes", "read_ops", "errors")
+SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range")
+FAMILIES = (
+    *(f"mysqlio_{c}" for c in FILE_COUNTERS),
+    "mysqlio_sync_ops",
+    *(f"mysqlio_file_{c}" for c in FILE_COUNTERS),
+    "mysqlio_file_sync_ops",
+    "mysqlio_lost_events",
+    "mysqlio_drops",
+    "mysqlio_burst_train_period_seconds",
+    "mysqlio_burst_train_bytes_per_burst",
+    "mysqlio_burst_train_ops_per_burst",
+    "mysqlio_burst_train_confidence",
+    "mysqlio_target_pid",
+    "mysqlio_target_up",
+    "mysqlio_target_restarts",
+    "mysqlio_target_info",
+    "mysqlio_last_sample_timestamp_seconds",
+    "mysqlio_sample_interval_seconds",
+    "mysqlio_tracked_files",
+)
+# every scenario of iogen at once, and a write burst every 1.5 s into "ibdata1"
+SCENARIOS = [
+    *("write", "pwrite", "writev", "pwritev", "pwritev2", "reads", "sync", "aio", "uring", "odirect"),
+    *("reuse", "rename", "unlink", "shortlived", "errors", "nonfile"),
+]
+PERIOD_S, BURST_COUNT, BURST_SIZE = 1.5, 8, 65536
+IOGEN_ARGS = [
+    *(a for s in [*SCENARIOS, "periodic"] for a in ("--scenario", s)),
+    *("--period", str(PERIOD_S), "--seconds", "8", "--burst-count", str(BURST_COUNT), "--burst-size", str(BURST_SIZE)),
+]
+
+
+# ---------------------------------------------------------------- helpers (test_follow uses them too)
+
+
+@dataclass
+class Metrics:
+    """One scrape: sample name -> list of (labels, value)."""
+
+    families: set[str]
+    samples: dict[str, list[tuple[dict[str, str], float]]]
+
+    def value(self, name: str, **labels: str) -> float:
+        found = [v for lab, v in self.samples.get(name, []) if all(lab.get(k) == x for k, x in labels.items())]
+        assert len(found) == 1, (name, labels, found)
+        return found[0]
+
+    def by_path(self, name: str, **labels: str) -> dict[str, float]:
+        """path -> value of a per-file sample, summed over the labels not given."""
+        out: dict[str, float] = {}
+        for lab, v in self.samples.get(name, []):
+            if all(lab.get(k) == x for k, x in labels.items()):
+                out[lab["path"]] = out.get(lab["path"], 0) + v
+        return out
+
+    def total(self, name: str, **labels: str) -> float:
+        return sum(v for lab, v in self.samples.get(name, []) if all(lab.get(k) == x for k, x in labels.items()))
+
+
+def parse(text: str) -> Metrics:
+    families: set[str] = set()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        families.add(family.name)
+        for s in family.samples:
+            samples.setdefault(s.name, []).append((dict(s.labels), s.value))
+    return Metrics(families, samples)
+
+
+def scrape(port: int) -> Metrics:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        return parse(response.read().decode())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_exporter(pid: int, *extra: str) -> subprocess.Popen[str]:
+    """Started, probes attached and serving (its stderr said so)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", "exporter", "-p", str(pid), "-i", str(INTERVAL_S), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 60)
+    line = proc.stderr.readline() if ready else ""
+    if not line.startswith(f"mysqlio: exporting pid {pid} "):
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"exporter did not start: {line}{err}")
+    return proc
+
+
+def wait_for(what: str, predicate: Callable[[], bool], timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def scrape_after(port: int, t: float) -> Metrics:
+    """A scrape whose counts include everything done before time t: the first sample
+    stamped after t may have drained just before t, the one after it cannot."""
+    first = 0.0
+
+    def sampled_after_t() -> bool:
+        nonlocal first
+        first = scrape(port).value("mysqlio_last_sample_timestamp_seconds")
+        return first > t
+
+    wait_for("a sample after the workload", sampled_after_t)
+    wait_for("the next sample", lambda: scrape(port).value("mysqlio_last_sample_timestamp_seconds") > first)
+    return scrape(port)
+
+
+def listening(pid: int) -> list[tuple[str, int]]:
+    return sorted(
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    )
+
+
+def iogen_files(expected: dict, directory: Path) -> dict[str, dict[str, int]]:
+    """iogen's ground truth per path under `directory`, in the exporter's counter names."""
+    out: dict[str, dict[str, int]] = {}
+    for f in expected["files"]:
+        assert f["path"].startswith(str(directory) + "/")
+        row = out.setdefault(f["path"], dict.fromkeys((*FILE_COUNTERS, *SYNC_CALLS), 0))
+        for c in FILE_COUNTERS:
+            row[c] += f[c]
+        for call in SYNC_CALLS:
+            row[call] += f[f"{call}_ops"]
+    return out
+
+
+def exported_files(m: Metrics, directory: Path) -> dict[str, dict[str, int]]:
+    """The exporter's per-file counters of the files under `directory`."""
+    out: dict[str, dict[str, int]] = {}
+    prefix = str(directory) + "/"
+    names = [(c, f"mysqlio_file_{c}_total", {}) for c in FILE_COUNTERS]
+    names += [(call, "mysqlio_file_sync_ops_total", {"call": call}) for call in SYNC_CALLS]
+    for key, name, labels in names:
+        for path, value in m.by_path(name, **labels).items():
+            if path.startswith(prefix):
+                out.setdefault(path, dict.fromkeys((*FILE_COUNTERS, *SYNC_CALLS), 0))[key] = int(value)
+    return out
+
+
+def stop_exporter(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    return err
+
+
+# ---------------------------------------------------------------- end to end, real BPF
+
+
+@pytest.mark.bpf
+def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """Two exporters on one iogen run: A with room for every file, B with --top-files 3
+    on the default address. A's per-file counters equal iogen's ground truth exactly
+    and add up to the per-kind counters; B exports exactly 3 files, with A's values,
+    and the same per-kind totals; the 1.5 s write bursts show as a train; both listen
+    on 127.0.0.1 only; kill -9 of A leaves none of its BPF programs or links."""
+    work = Path(os.path.realpath(tmp_path)) / "io"
+    work.mkdir()
+    with socket.socket() as probe_default:
+        probe_default.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe_default.bind(("127.0.0.1", DEFAULT_PORT))
+        except OSError as exc:
+            pytest.fail(f"the default port {DEFAULT_PORT} is taken on this machine: {exc}")
+    gen = subprocess.Popen(
+        [str(iogen), "--dir", str(work), "--wait", *IOGEN_ARGS],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    a = b = None
+    port_a = free_port()
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
+        a = start_exporter(gen.pid, "--listen", str(port_a), "--top-files", "1000")  # port alone: localhost
+        b = start_exporter(gen.pid, "--top-files", "3")  # the default address
+        before = scrape(port_a)
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 60, "iogen run")
+        done = time.time()
+        ma, mb = scrape_after(port_a, done), scrape_after(DEFAULT_PORT, done)
+
+        assert listening(a.pid) == [("127.0.0.1", port_a)]
+        assert listening(b.pid) == [("127.0.0.1", DEFAULT_PORT)]
+
+        progs, links = held_bpf_ids(a.pid)
+        assert len(progs) >= 3 and len(links) >= 3, (progs, links)  # the probes really are attached
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait()
+
+        def detached() -> bool:
+            now_progs, now_links = loaded_bpf_ids()
+            return not (progs & now_progs) and not (links & now_links)
+
+        wait_for("the killed exporter's programs and links to go", detached, 10)
+        assert gen.poll() is None, "the traced process was harmed"
+        assert "Traceback" not in stop_exporter(b)
+    finally:
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        if gen.poll() is None:
+            assert gen.stdin is not None
+            gen.stdin.close()
+            gen.wait(timeout=10)
+
+    # before the workload: every family, every kind at 0, the target
+    assert set(FAMILIES) <= before.families, set(FAMILIES) - before.families
+    assert {lab["kind"] for lab, _ in before.samples["mysqlio_write_bytes_total"]} == set(KINDS)
+    assert before.value("mysqlio_target_pid") == gen.pid and before.value("mysqlio_target_up") == 1
+    assert before.value("mysqlio_target_restarts_total") == 0
+    assert before.value("mysqlio_sample_interval_seconds") == INTERVAL_S
+    info = before.samples["mysqlio_target_info"][0][0]
+    assert (info["process"], info["follow"], info["backend"]) == ("iogen", "1", "bpf")
+
+    # A: every file exactly, no other file; per kind = sum over files (A exports all)
+    truth = iogen_files(expected, work)
+    assert len(truth) >= 17
+    assert exported_files(ma, work) == truth
+    assert ma.value("mysqlio_lost_events_total") == 0
+    assert ma.total("mysqlio_drops_total") == 0 and len(ma.samples["mysqlio_drops_total"]) >= 3
+    for c in FILE_COUNTERS:
+        assert ma.total(f"mysqlio_{c}_total") == ma.total(f"mysqlio_file_{c}_total"), c
+    for call in SYNC_CALLS:
+        assert ma.total("mysqlio_sync_ops_total", call=call) == ma.total("mysqlio_file_sync_ops_total", call=call)
+    assert ma.value("mysqlio_write_bytes_total", kind="system") == truth[str(work / "ibdata1")]["write_bytes"]
+    assert (
+        ma.value("mysqlio_sync_ops_total", kind="redo", call="fdatasync")
+        == truth[str(work / "ib_logfile0")]["fdatasync"]
+    )
+    assert ma.value("mysqlio_last_sample_timestamp_seconds") > done
+
+    # the write bursts into ibdata1: a 1.5 s train of 8 x 64 KiB
+    ibdata = {"path": str(work / "ibdata1"), "kind": "system", "metric": "write"}
+    assert abs(ma.value("mysqlio_burst_train_period_seconds", **ibdata) / PERIOD_S - 1) <= 0.05
+    assert ma.value("mysqlio_burst_train_bytes_per_burst", **ibdata) == BURST_COUNT * BURST_SIZE
+    assert ma.value("mysqlio_burst_train_ops_per_burst", **ibdata) == BURST_COUNT
+
+    # B: three files, with the same counters as A; the same per-kind totals
+    b_files = exported_files(mb, work)
+    assert len({lab["path"] for lab, _ in mb.samples["mysqlio_file_write_bytes_total"]}) == 3
+    assert len(b_files) == 3 and str(work / "ibdata1") in b_files  # 2.5 MiB: the busiest by far
+    assert all(b_files[p] == truth[p] for p in b_files)
+    for name in [f"mysqlio_{c}_total" for c in FILE_COUNTERS] + ["mysqlio_sync_ops_total"]:
+        assert mb.samples[name] == ma.samples[name], name
+    assert len(mb.samples.get("mysqlio_burst_train_period_seconds", [])) <= 3
+
+
+@pytest.mark.bpf
+def test_no_follow_exits_when_the_target_exits(bpf_ready: None) -> None:
+    victim = subprocess.Popen(["sleep", "60"])
+    exporter = start_exporter(victim.pid, "--listen", str(free_port()), "--no-follow")
+    try:
+        victim.kill()
+        victim.wait()
+        _, err = exporter.communicate(timeout=20)
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+            exporter.wait()
+    assert exporter.returncode == 4, err
+    assert err.strip().splitlines() == [f"mysqlio: process {victim.pid} exited; stopped tracing"]
+
+
+def test_port_in_use_is_one_line(bpf_ready: None) -> None:
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            proc = subprocess.run(
+                [sys.executable, "-m", "mysqlio", "exporter", "-p", str(victim.pid), "--listen", f"127.0.0.1:{port}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+    finally:
+        victim.kill()
+        victim.wait()
+    assert proc.returncode == 2
+    assert_one_line_error(proc, f"cannot listen on 127.0.0.1:{port}", "Address already in use")
+
+
+# ---------------------------------------------------------------- bookkeeping, synthetic intervals
+
+
+def _interval(t: float, files: Sequence[tuple[str, str, int, int]]) -> Interval:
+    """files: (path, kind, write bytes, fsyncs); one write request per file with bytes."""
+    activity = [
+        FileActivity(
+            file=FileIdentity(1, abs(hash(path)) % 10**9),
+            path=path,
+            kind=kind,
+            write_bytes=wb,
+            write_ops=1 if wb else 0,
+            fsync_ops=fs,
+        )
+        for path, kind, wb, fs in files
+    ]
+    return Interval(time=t, interval_s=1.0, pid=1, lost_events=0, drops={"stats_full": 0}, files=activity)
+
+
+def _scrape_state(state: ExporterState) -> Metrics:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(IoCollector(state))
+    return parse(generate_latest(registry).decode())
+
+
+def test_top_files_bound_series_and_counters_never_go_back() -> None:
+    """--top-files 1: the file with most bytes lately is exported; one that drops out and
+    comes back continues its total; per-kind totals count every file all along."""
+    state = ExporterState(top_files=1, interval_s=1.0, backend="bpf", follow=True, pid=1)
+    state.add(_interval(1000.0, [("/d/x", "table", 1000, 0), ("/d/y", "table", 10, 0)]))
+    m = _scrape_state(state)
+    assert m.by_path("mysqlio_file_write_bytes_total") == {"/d/x": 1000}
+    for t in range(1001, 1004):
+        state.add(_interval(float(t), [("/d/y", "table", 5000, 0)]))
+    m = _scrape_state(state)
+    assert m.by_path("mysqlio_file_write_bytes_total") == {"/d/y": 15010}
+    # ten minutes later y's bytes have decayed; x writes a little and is the busiest again
+    state.add(_interval(1600.0, [("/d/x", "table", 1, 0)]))
+    m = _scrape_state(state)
+    assert m.by_path("mysqlio_file_write_bytes_total") == {"/d/x": 1001}  # continued, not restarted
+    assert m.by_path("mysqlio_file_write_ops_total") == {"/d/x": 2}
+    assert m.value("mysqlio_write_bytes_total", kind="table") == 16011
+    assert m.value("mysqlio_write_ops_total", kind="table") == 6
+    assert m.value("mysqlio_tracked_files") == 2
+    # a file that only syncs still ranks (by syncs) when no file has bytes
+    state = ExporterState(top_files=1, interval_s=1.0, backend="bpf", follow=True, pid=1)
+    state.add(_interval(1.0, [("/d/s", "redo", 0, 3)]))
+    m = _scrape_state(state)
+    assert m.by_path("mysqlio_file_sync_ops_total", call="fsync") == {"/d/s": 3}
+    assert m.value("mysqlio_sync_ops_total", kind="redo", call="fsync") == 3
+
+
+def test_tracked_files_are_bounded_least_recently_active_first() -> None:
+    state = ExporterState(top_files=2, interval_s=1.0, backend="bpf", follow=True, pid=1)
+    state.max_files = 3
+    for i in range(5):
+        state.add(_interval(float(i), [(f"/d/f{i}", "table", 100 + i, 0)]))
+    m = _scrape_state(state)
+    assert m.value("mysqlio_tracked_files") == 3
+    assert m.by_path("mysqlio_file_write_bytes_total") == {"/d/f4": 104, "/d/f3": 103}
+    assert m.value("mysqlio_write_bytes_total", kind="table") == sum(100 + i for i in range(5))
+    # f0 was evicted: it comes back from 0 (a counter reset to Prometheus)
+    state.add(_interval(5000.0, [("/d/f0", "table", 7, 0)]))
+    assert _scrape_state(state).by_path("mysqlio_file_write_bytes_total")["/d/f0"] == 7
+
+
+def test_hostile_path_is_a_valid_label() -> None:
+    state = ExporterState(top_files=5, interval_s=1.0, backend="bpf", follow=True, pid=1)
+    hostile = '/d/a"b\\c\nd\udcff'
+    state.add(_interval(1.0, [(hostile, "other", 5, 0)]))
+    m = _scrape_state(state)
+    assert m.by_path("mysqlio_file_write_bytes_total") == {'/d/a"b\\c\\x0ad\\xff': 5}

@@ -1,0 +1,362 @@
+"""`mysqlio exporter`: the probes' counts as Prometheus metrics on /metrics.
+
+The sampling loop of `top` (same probe, sampler and interval loop) feeds an
+`ExporterState` every interval; a custom collector turns a consistent view of it
+into metric families when Prometheus scrapes. Counters are cumulative since the
+exporter started and survive restarts of the server (the probe is re-created on
+the new process, the totals go on).
+
+Label cardinality is bounded: per kind always (a fixed set of kinds); per file
+only for the --top-files files with most bytes (read + written) lately. The
+per-file totals of at most `max_files` files are kept (least recently active
+evicted first), so a file that leaves the top N and comes back continues its
+counters instead of restarting them; only an evicted file restarts from 0,
+which Prometheus treats as a counter reset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import math
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from mysqlio import target
+from mysqlio.bursts import SYNC_CALLS, BurstTracker, Train
+from mysqlio.classify import Classifier
+from mysqlio.errors import TargetGone, UserError
+from mysqlio.follow import ServerFollower
+from mysqlio.kinds import KINDS
+from mysqlio.layout import read_layout
+from mysqlio.model import Counts, Interval
+from mysqlio.resolve import FileResolver
+from mysqlio.stap import open_probe
+from mysqlio.top import IntervalSampler, StopFlag, TopOptions, _loop
+from mysqlio.units import printable
+
+RANK_TIME_CONSTANT_S = 60.0  # "lately": bytes decay with this time constant when ranking files
+MIN_TRACKED_FILES = 4096  # per-file totals kept at least for this many files (4 x --top-files if more)
+
+# (metric suffix, Counts field, help) of the byte and request counters, per kind and per file
+_COUNTERS = (
+    ("write_bytes", "write_bytes", "Bytes written (write, pwrite, writev, libaio, io_uring ...)"),
+    ("write_ops", "write_ops", "Write requests"),
+    ("read_bytes", "read_bytes", "Bytes read"),
+    ("read_ops", "read_ops", "Read requests"),
+    ("errors", "errors", "Requests that failed"),
+)
+
+
+@dataclass
+class _FileSeries:
+    """One file's totals since the exporter started, and how busy it was lately."""
+
+    kind: str
+    counts: Counts = field(default_factory=Counts)
+    score: float = 0.0  # bytes, decayed with RANK_TIME_CONSTANT_S
+    scored_at: float = 0.0
+
+    def score_at(self, now: float) -> float:
+        return self.score * math.exp(-max(0.0, now - self.scored_at) / RANK_TIME_CONSTANT_S)
+
+
+@dataclass
+class _Target:
+    pid: int
+    process: str = "?"
+    datadir: str = ""
+    server_version: str = ""
+    up: bool = False
+    restarts: int = 0
+
+
+class ExporterState:
+    """Cumulative counts fed one Interval at a time; read by the collector from
+    the HTTP server's threads, hence the lock."""
+
+    def __init__(self, top_files: int, interval_s: float, backend: str, follow: bool, pid: int) -> None:
+        self.top_files = top_files
+        self.max_files = max(MIN_TRACKED_FILES, 4 * top_files)
+        self.interval_s = interval_s
+        self.backend = backend
+        self.follow = follow
+        self.target = _Target(pid)
+        self._lock = threading.Lock()
+        self._kinds: dict[str, Counts] = {kind: Counts() for kind in KINDS}
+        self._files: OrderedDict[tuple[str, str], _FileSeries] = OrderedDict()  # least recently active first
+        self._exported: list[tuple[str, str]] = []
+        self._lost_events = 0
+        self._drops: dict[str, int] = {}
+        self._last_sample = 0.0
+        self._bursts = BurstTracker()
+        self._trains: list[Train] = []
+
+    # ---- fed by the sampling loop
+
+    def add(self, interval: Interval) -> None:
+        trains = self._bursts.feed(interval)  # outside the lock: the tracker is ours alone
+        with self._lock:
+            now = interval.time
+            for activity in interval.files:
+                self._kinds.setdefault(activity.kind, Counts()).merge(activity)
+                key = (printable(activity.path), activity.kind)
+                series = self._files.get(key)
+                if series is None:
+                    series = self._files[key] = _FileSeries(activity.kind)
+                else:
+                    self._files.move_to_end(key)
+                series.counts.merge(activity)
+                series.score = series.score_at(now) + activity.write_bytes + activity.read_bytes
+                series.scored_at = now
+            while len(self._files) > self.max_files:
+                self._files.popitem(last=False)
+            self._exported = [
+                key for key, _ in heapq.nsmallest(self.top_files, self._files.items(), key=lambda kv: _rank(kv, now))
+            ]
+            self._lost_events += interval.lost_events
+            for reason, count in interval.drops.items():
+                self._drops[reason] = self._drops.get(reason, 0) + count
+            self._trains = trains[: self.top_files]
+            self._last_sample = now
+
+    def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None) -> None:
+        with self._lock:
+            self.target.pid, self.target.process, self.target.datadir = pid, process, datadir or ""
+            self.target.server_version = server_version or ""
+            self.target.up = True
+
+    def detached(self) -> None:
+        """The target exited: its trains end; bursts start over with the next process."""
+        with self._lock:
+            self.target.up = False
+            self._trains = []
+        self._bursts = BurstTracker()
+
+    def restarted(self) -> None:
+        with self._lock:
+            self.target.restarts += 1
+
+    # ---- read by the collector
+
+    def families(self) -> list[Metric]:
+        with self._lock:
+            return [*self._kind_families(), *self._file_families(), *self._other_families()]
+
+    def _kind_families(self) -> Iterator[Metric]:
+        for suffix, attr, text in _COUNTERS:
+            family = CounterMetricFamily(f"mysqlio_{suffix}_total", f"{text}, by file kind", labels=["kind"])
+            for kind, counts in self._kinds.items():
+                family.add_metric([kind], getattr(counts, attr))
+            yield family
+        syncs = CounterMetricFamily(
+            "mysqlio_sync_ops_total", "Sync requests, by file kind and system call", labels=["kind", "call"]
+        )
+        for kind, counts in self._kinds.items():
+            for call in SYNC_CALLS:
+                syncs.add_metric([kind, call], getattr(counts, f"{call}_ops"))
+        yield syncs
+
+    def _file_families(self) -> Iterator[Metric]:
+        exported = [(key, self._files[key].counts) for key in self._exported]
+        for suffix, attr, text in _COUNTERS:
+            family = CounterMetricFamily(
+                f"mysqlio_file_{suffix}_total",
+                f"{text}, for the files with most bytes lately (--top-files)",
+                labels=["path", "kind"],
+            )
+            for (path, kind), counts in exported:
+                family.add_metric([path, kind], getattr(counts, attr))
+            yield family
+        syncs = CounterMetricFamily(
+            "mysqlio_file_sync_ops_total",
+            "Sync requests by system call, for the files with most bytes lately (--top-files)",
+            labels=["path", "kind", "call"],
+        )
+        for (path, kind), counts in exported:
+            for call in SYNC_CALLS:
+                syncs.add_metric([path, kind, call], getattr(counts, f"{call}_ops"))
+        yield syncs
+        yield from _train_families(self._trains)
+        yield from _latency_families()
+
+    def _other_families(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "mysqlio_lost_events_total",
+            "Requests whose bytes could not be counted (kernel map full, too many in flight ...)",
+            value=self._lost_events,
+        )
+        drops = CounterMetricFamily(
+            "mysqlio_drops_total",
+            "What the probe could not account, by reason (lost events and latency-only losses)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self._drops.items()):
+            drops.add_metric([reason], count)
+        yield drops
+        t = self.target
+        yield GaugeMetricFamily("mysqlio_target_pid", "Process id of the traced server", value=t.pid)
+        yield GaugeMetricFamily(
+            "mysqlio_target_up", "1 while the server is traced, 0 while waiting for it to restart", value=int(t.up)
+        )
+        yield CounterMetricFamily(
+            "mysqlio_target_restarts_total", "Restarts of the server followed (a new process traced)", value=t.restarts
+        )
+        info = GaugeMetricFamily(
+            "mysqlio_target_info",
+            "The traced server; follow=1: a restarted server (same name and datadir) is traced again",
+            labels=["process", "datadir", "server_version", "follow", "backend"],
+        )
+        info.add_metric([t.process, printable(t.datadir), t.server_version, str(int(self.follow)), self.backend], 1)
+        yield info
+        yield GaugeMetricFamily(
+            "mysqlio_last_sample_timestamp_seconds",
+            "Unix time of the last read of the probe (0: none yet)",
+            value=self._last_sample,
+        )
+        yield GaugeMetricFamily(
+            "mysqlio_sample_interval_seconds", "Seconds between reads of the probe (-i)", value=self.interval_s
+        )
+        yield GaugeMetricFamily(
+            "mysqlio_tracked_files",
+            "Files whose totals are kept (at most max(4096, 4 x --top-files))",
+            value=len(self._files),
+        )
+
+
+def _rank(item: tuple[tuple[str, str], _FileSeries], now: float) -> tuple[float, int, int, tuple[str, str]]:
+    """Busiest first: bytes lately, then bytes in all, then syncs (a sync-only file has no bytes)."""
+    key, series = item
+    c = series.counts
+    return (-series.score_at(now), -(c.write_bytes + c.read_bytes), -c.sync_ops, key)
+
+
+def _train_families(trains: Iterable[Train]) -> Iterator[Metric]:
+    labels = ["path", "kind", "metric"]
+    period = GaugeMetricFamily(
+        "mysqlio_burst_train_period_seconds", "Period of a file's repeating bursts (active trains only)", labels=labels
+    )
+    size = GaugeMetricFamily(
+        "mysqlio_burst_train_bytes_per_burst",
+        "Median bytes a burst writes above the file's baseline (0 for sync trains)",
+        labels=labels,
+    )
+    ops = GaugeMetricFamily(
+        "mysqlio_burst_train_ops_per_burst",
+        "Write requests (write trains) or syncs (sync trains) per burst",
+        labels=labels,
+    )
+    confidence = GaugeMetricFamily(
+        "mysqlio_burst_train_confidence", "How sure the detector is of the train, 0..1 (a heuristic)", labels=labels
+    )
+    for t in trains:
+        values = [printable(t.file), t.kind, t.metric]
+        period.add_metric(values, t.period_s)
+        size.add_metric(values, t.bytes_per_burst)
+        ops.add_metric(values, t.ops_per_burst)
+        confidence.add_metric(values, t.confidence)
+    yield from (period, size, ops, confidence)
+
+
+def _latency_families() -> Iterator[Metric]:
+    """The place for latency histograms, left to the latency change: in `add`, merge each
+    FileActivity.latency (op class -> mysqlio.latency.Histogram) into cumulative per
+    (kind, op class) histograms; here yield `mysqlio_request_duration_seconds{kind,op}`
+    as a HistogramMetricFamily (a few fixed `le` bounds summed from the log-linear
+    buckets, `_sum` from sum_ns). Until then nothing, rather than invented data."""
+    return iter(())
+
+
+class IoCollector:
+    """prometheus_client collector over an ExporterState (registered on a private registry)."""
+
+    def __init__(self, state: ExporterState) -> None:
+        self._state = state
+
+    def collect(self) -> Iterable[Metric]:
+        return self._state.families()
+
+
+class _StateSink:
+    """What `top`'s interval loop writes to: the exporter's state instead of a screen."""
+
+    quit = False
+
+    def __init__(self, state: ExporterState, stop: threading.Event) -> None:
+        self._state = state
+        self._stop = stop
+
+    def emit(self, interval: Interval) -> None:
+        self._state.add(interval)
+
+    def wait(self, timeout_s: float) -> None:
+        self._stop.wait(max(0.0, timeout_s))
+
+
+def _serve(listen: tuple[str, int], registry: CollectorRegistry) -> tuple[WSGIServer, str]:
+    host, port = listen
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {shown}:{port}: {exc.strerror or exc}") from None
+    return server, f"http://{shown}:{server.server_port}/metrics"
+
+
+def _trace(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str) -> int:
+    """Feed the state from one process until stopped (0) or the process exits (TargetGone)."""
+    with open_probe(args.backend, pid, stop=stop.event) as probe:
+        resolver = FileResolver(pid, probe.kernel_name)
+        resolver.scan_fds()
+        layout = read_layout(pid)
+        sampler = IntervalSampler(probe, resolver, Classifier(layout), pid)
+        name = target.process_name(pid)
+        state.attached(pid, name, layout.datadir, layout.version)
+        print(f"mysqlio: exporting pid {pid} ({name}) on {url}", file=sys.stderr, flush=True)
+        options = TopOptions(pid=pid, interval_s=args.interval, backend=args.backend)
+        return _loop(options, sampler, _StateSink(state, stop.event), stop)  # type: ignore[arg-type]
+
+
+def run_exporter(args: argparse.Namespace) -> int:
+    from mysqlio.cli import _traced_pid
+
+    pid = _traced_pid(args)
+    try:
+        follower = ServerFollower(pid) if args.follow else None
+    except ProcessLookupError:
+        raise TargetGone(f"process {pid} has exited") from None
+    state = ExporterState(args.top_files, args.interval, args.backend, args.follow, pid)
+    registry = CollectorRegistry(auto_describe=False)  # ours alone: no process / platform collectors
+    registry.register(IoCollector(state))
+    server, url = _serve(args.listen, registry)
+    stop = StopFlag()
+    stop.install()
+    try:
+        while True:
+            try:
+                return _trace(pid, args, state, stop, url)
+            except TargetGone:
+                state.detached()
+                if follower is None:
+                    raise
+            print(
+                f"mysqlio: pid {pid} exited; waiting for the next {follower.identity.describe()}",
+                file=sys.stderr,
+                flush=True,
+            )
+            new_pid = follower.wait_for_restart(stop.event)
+            if new_pid is None:
+                return 0
+            pid = new_pid
+            state.restarted()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,112 @@
+"""Follow a server across restarts: when the traced mysqld exits, find the next
+process that is "the same server" (same name, same datadir) and return its pid.
+
+Used by `exporter` (always, unless --no-follow) and by `top --follow` /
+`record --follow`; it knows nothing of probes or output.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from mysqlio import target
+from mysqlio.layout import read_layout
+
+POLL_S = 0.5  # how often /proc is scanned while waiting for the next server
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """What makes two processes the same server. The datadir when the layout knows it
+    (mysqld / mariadbd); otherwise, for any other process, its exact command line."""
+
+    name: str
+    datadir: str | None
+    cmdline: tuple[str, ...]
+
+    def describe(self) -> str:
+        if self.datadir:
+            return f"{self.name} with datadir {self.datadir}"
+        command = " ".join(self.cmdline)
+        return f"{self.name} started as {command if len(command) <= 80 else command[:79] + '…'!r}"
+
+
+def identity_of(pid: int) -> ServerIdentity | None:
+    """The identity of a running process, or None once it has gone (or is a zombie)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        name, cmdline = proc.name(), tuple(proc.cmdline())
+    except psutil.Error:
+        return None
+    # a server only chdir()s to its datadir once it has started: until then the
+    # layout names the launcher's cwd, so a fresh server may match only a poll later
+    datadir = read_layout(pid).datadir
+    return ServerIdentity(name, os.path.normpath(datadir) if datadir else None, cmdline)
+
+
+class ServerFollower:
+    """Remembers the traced server and finds it again after it restarted.
+
+    `pid` is the process traced now; `wait_for_restart` moves it to the next one."""
+
+    def __init__(self, pid: int) -> None:
+        identity = identity_of(pid)
+        if identity is None:
+            raise ProcessLookupError(f"process {pid} is not running")
+        self.identity = identity
+        self.pid = pid
+        self._started = _create_time(pid)
+
+    def _matches(self, pid: int) -> bool:
+        if pid == self.pid and _create_time(pid) == self._started:
+            return False  # the process we traced, still there (or a zombie not yet reaped)
+        found = identity_of(pid)
+        if found is None or found.name != self.identity.name:
+            return False
+        if self.identity.datadir is not None:
+            return found.datadir == self.identity.datadir
+        return found.cmdline == self.identity.cmdline
+
+    def find_restarted(self) -> int | None:
+        """The newest running process that is the same server (not the one traced), if any."""
+        candidates: list[tuple[float, int]] = []
+        for proc in psutil.process_iter(["name", "create_time"]):
+            if proc.info["name"] != self.identity.name:
+                continue  # cheap filter before reading the layout
+            if self._matches(proc.pid):
+                candidates.append((proc.info["create_time"] or 0.0, proc.pid))
+        return max(candidates)[1] if candidates else None
+
+    def wait_for_restart(self, stop: threading.Event, timeout_s: float | None = None) -> int | None:
+        """Poll every POLL_S until the same server runs again under a new process; return
+        its pid (and follow it from now on). None when `stop` is set or after timeout_s."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not stop.is_set():
+            # while the traced process runs, another of the same identity is not a restart
+            pid = self.find_restarted() if self._gone() else None
+            if pid is not None:
+                self.pid = pid
+                self._started = _create_time(pid)
+                return pid
+            wait = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+            if wait <= 0:
+                return None
+            stop.wait(wait)
+        return None
+
+    def _gone(self) -> bool:
+        return _create_time(self.pid) != self._started or not target.is_alive(self.pid)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None

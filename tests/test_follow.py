@@ -10,6 +10,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 from test_exporter import exported_files, free_port, iogen_files, scrape, scrape_after, start_exporter, wait_for
 
 from mysqlio.follow import POLL_S, ServerFollower
-from traced import read_json_line
+from traced import COUNTERS, FileTotals, read_json_line, report_json, start_top, stop_top
 
 
 def _server(binary: Path, datadir: Path, *args: str) -> subprocess.Popen[str]:
@@ -167,3 +168,66 @@ def test_exporter_follows_a_restarted_server(bpf_ready: None, mariadbd: Path, tm
         assert f"mysqlio: exporting pid {second.pid} (mariadbd) on http://127.0.0.1:{port}/metrics\n" in err
     finally:
         _end(exporter, first, second)
+
+
+@pytest.mark.bpf
+def test_top_and_record_follow_a_restarted_server(bpf_ready: None, mariadbd: Path, tmp_path: Path) -> None:
+    """`top --follow` and `record --follow` on a `mariadbd` that exits and comes back
+    on the same datadir: both go on with the new pid; top's per-file sums and the
+    report's totals are both runs' ground truth added up, and the trace notes the gap."""
+    (datadir,) = _dirs(tmp_path, "data")
+    trace = str(tmp_path / "follow.trace")
+    args = ["--scenario", "write", "--scenario", "sync"]
+    first = _server(mariadbd, datadir, *args)
+    second = top = rec = None
+    try:
+        top = start_top(first.pid, 0.3, ["--follow"])
+        assert top.stdout is not None
+        read_json_line(top.stdout, 30, "top")  # attached
+        rec = subprocess.Popen(
+            [sys.executable, "-m", "mysqlio", "record", "--follow", "-p", str(first.pid), "-o", trace],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert rec.stderr is not None and rec.stderr.readline().startswith("mysqlio: recording pid")
+        runs = []
+        seen: list[dict] = []  # top's intervals read while waiting for the restart
+        for server in (first, "second"):
+            if server == "second":
+                second = server = _server(mariadbd, datadir, *args)
+                while not seen or seen[-1]["pid"] != second.pid:  # top re-attached to the new process
+                    seen.append(read_json_line(top.stdout, 30, "top after the restart"))
+                time.sleep(1.0)  # record re-attaches on its own 0.5 s polls
+            assert isinstance(server, subprocess.Popen) and server.stdin and server.stdout
+            server.stdin.write("go\n")
+            server.stdin.flush()
+            runs.append(
+                {f["path"]: {c: f[c] for c in COUNTERS} for f in read_json_line(server.stdout, 30, "run")["files"]}
+            )
+            time.sleep(0.8)  # the last interval drained while the process still runs
+            server.stdin.close()
+            server.wait(timeout=10)
+        objs, top_err = stop_top(top)
+        rec.send_signal(signal.SIGINT)
+        _, rec_err = rec.communicate(timeout=30)
+        assert rec.returncode == 0, rec_err
+    finally:
+        _end(top, rec, first, second)
+    expected = {p: {c: n + runs[1][p][c] for c, n in counts.items()} for p, counts in runs[0].items()}
+    totals = FileTotals()
+    for obj in seen + objs:
+        totals.add(obj)
+    assert totals.lost_events == 0
+    assert totals.under(str(datadir)) == expected
+    assert f"mysqlio: pid {first.pid} exited; waiting for the next mariadbd with datadir {datadir}" in top_err
+    report = report_json(trace)
+    assert report["lost_events"] == 0
+    (gap,) = report["gaps"]
+    assert (gap["old_pid"], gap["new_pid"]) == (first.pid, second.pid)
+    assert 0 < gap["from_t"] < gap["to_t"]
+    by_path = {f["path"]: f for f in report["files"] if f["path"].startswith(f"{datadir}/")}
+    assert {p: {c: by_path[p][c] for c in expected[p]} for p in by_path} == expected
+    text = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "report", trace], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert f"the server restarted: pid {first.pid} → {second.pid}" in text

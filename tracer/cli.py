@@ -248,6 +248,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         command="mysqlio " + " ".join(sys.argv[1:]),
         backend=args.backend,
+        follow=args.follow,
     )
     return run_record(options)
 
@@ -273,6 +274,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         filters=Filters(kinds=args.kind, match=args.match),
         fold_partitions=args.fold_partitions,
         latency=args.latency,
+        follow=args.follow,
         backend=args.backend,
     )
     return run_top(options)

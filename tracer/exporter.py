@@ -34,13 +34,13 @@ from mysqlio import target
 from mysqlio.bursts import SYNC_CALLS, BurstTracker, Train
 from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone, UserError
-from mysqlio.follow import ServerFollower
+from mysqlio.follow import trace_following
 from mysqlio.kinds import KINDS
 from mysqlio.layout import read_layout
 from mysqlio.model import Counts, Interval
 from mysqlio.resolve import FileResolver
 from mysqlio.stap import open_probe
-from mysqlio.top import IntervalSampler, StopFlag, TopOptions, _loop
+from mysqlio.top import IntervalSampler, StopFlag, TopOptions, run_loop
 from mysqlio.units import printable
 
 RANK_TIME_CONSTANT_S = 60.0  # "lately": bytes decay with this time constant when ranking files
@@ -322,41 +322,29 @@ def _trace(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopF
         state.attached(pid, name, layout.datadir, layout.version)
         print(f"mysqlio: exporting pid {pid} ({name}) on {url}", file=sys.stderr, flush=True)
         options = TopOptions(pid=pid, interval_s=args.interval, backend=args.backend)
-        return _loop(options, sampler, _StateSink(state, stop.event), stop)  # type: ignore[arg-type]
+        return run_loop(options, pid, sampler, _StateSink(state, stop.event), stop)
 
 
 def run_exporter(args: argparse.Namespace) -> int:
     from mysqlio.cli import _traced_pid
 
     pid = _traced_pid(args)
-    try:
-        follower = ServerFollower(pid) if args.follow else None
-    except ProcessLookupError:
-        raise TargetGone(f"process {pid} has exited") from None
     state = ExporterState(args.top_files, args.interval, args.backend, args.follow, pid)
     registry = CollectorRegistry(auto_describe=False)  # ours alone: no process / platform collectors
     registry.register(IoCollector(state))
     server, url = _serve(args.listen, registry)
     stop = StopFlag()
     stop.install()
+
+    def trace_once(traced: int) -> int:
+        try:
+            return _trace(traced, args, state, stop, url)
+        except TargetGone:
+            state.detached()
+            raise
+
     try:
-        while True:
-            try:
-                return _trace(pid, args, state, stop, url)
-            except TargetGone:
-                state.detached()
-                if follower is None:
-                    raise
-            print(
-                f"mysqlio: pid {pid} exited; waiting for the next {follower.identity.describe()}",
-                file=sys.stderr,
-                flush=True,
-            )
-            new_pid = follower.wait_for_restart(stop.event)
-            if new_pid is None:
-                return 0
-            pid = new_pid
-            state.restarted()
+        return trace_following(pid, args.follow, stop.event, trace_once, lambda _old, _new: state.restarted())
     finally:
         server.shutdown()
         server.server_close()

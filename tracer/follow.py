@@ -8,13 +8,16 @@ Used by `exporter` (always, unless --no-follow) and by `top --follow` /
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
 
 from mysqlio import target
+from mysqlio.errors import TargetGone
 from mysqlio.layout import read_layout
 
 POLL_S = 0.5  # how often /proc is scanned while waiting for the next server
@@ -103,6 +106,36 @@ class ServerFollower:
 
     def _gone(self) -> bool:
         return _create_time(self.pid) != self._started or not target.is_alive(self.pid)
+
+
+def trace_following(
+    pid: int,
+    follow: bool,
+    stop: threading.Event,
+    trace_once: Callable[[int], int],
+    on_restart: Callable[[int, int], None] | None = None,
+) -> int:
+    """Run trace_once(pid) until it returns; when it raises TargetGone and `follow`
+    is on, wait for the server to come back and trace the new process. Returns
+    trace_once's exit code, or 0 when stopped while waiting."""
+    try:
+        follower = ServerFollower(pid) if follow else None
+    except ProcessLookupError:
+        raise TargetGone(f"process {pid} has exited") from None
+    while True:
+        try:
+            return trace_once(pid)
+        except TargetGone:
+            if follower is None:
+                raise
+        print(f"mysqlio: pid {pid} exited; waiting for the next {follower.identity.describe()}", file=sys.stderr)
+        new_pid = follower.wait_for_restart(stop)
+        if new_pid is None:
+            return 0
+        print(f"mysqlio: {follower.identity.name} restarted as pid {new_pid}; tracing it", file=sys.stderr)
+        if on_restart is not None:
+            on_restart(pid, new_pid)
+        pid = new_pid
 
 
 def _create_time(pid: int) -> float | None:

@@ -21,6 +21,7 @@ from mysqlio import target
 from mysqlio.bpf_types import lost_events
 from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone
+from mysqlio.follow import trace_following
 from mysqlio.layout import read_layout
 from mysqlio.probe import FileIdentity, IoProbe
 from mysqlio.resolve import FileResolver
@@ -46,6 +47,7 @@ class RecordOptions:
     ring_bytes: int = DEFAULT_RING_BYTES
     command: str = ""
     backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
+    follow: bool = False  # when the server exits, wait for it to restart; the trace notes the gap
 
 
 def parse_size(text: str) -> int:
@@ -124,29 +126,49 @@ def run_record(options: RecordOptions) -> int:
     stop.install()
     progress = _Progress(options.quiet)
     lost = _LostCount()
+    gone_at = [0.0]  # trace time the traced process was last seen
+
+    def trace_once(pid: int) -> int:
+        try:
+            return _record_process(options, pid, writer, stop, progress, lost)
+        except TargetGone:
+            gone_at[0] = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+            if options.follow:
+                print(f"mysqlio: process {pid} exited; the trace notes the gap", file=sys.stderr)
+            raise
+
+    def on_restart(old_pid: int, new_pid: int) -> None:
+        back_at = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, lost.total)
+        lost.base = lost.total  # the new probe counts its losses from 0
+
     try:
-        with open_probe(options.backend, options.pid, options.ring_bytes, stop=stop.event) as probe:
-            if isinstance(probe, StapProbe):
-                ring = probe.events_reader()
-            else:
-                ring = RingBufferReader(probe.events_map_fd(), options.ring_bytes)
-            if not options.quiet:
-                name = target.process_name(options.pid)
-                print(
-                    f"mysqlio: recording pid {options.pid} ({name}) to {options.output}, Ctrl-C to stop",
-                    file=sys.stderr,
-                )
-            try:
-                resolver = FileResolver(options.pid, probe.kernel_name)
-                resolver.scan_fds()
-                names = _Names(probe, resolver, Classifier(layout), options.pid)
-                return _loop(options, probe, ring, names, writer, stop, progress, lost)
-            finally:
-                ring.close()
-                # stap reports skipped probes and lost output lines only when it stops
-                lost.total = max(lost.total, lost_events(probe.drops().as_dict()))
+        return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
     finally:
         writer.close(lost_total=lost.total, end_wall=time.time())
+
+
+def _record_process(
+    options: RecordOptions, pid: int, writer: TraceWriter, stop: StopFlag, progress: _Progress, lost: _LostCount
+) -> int:
+    """Record one process until done (0) or it exits (TargetGone)."""
+    with open_probe(options.backend, pid, options.ring_bytes, stop=stop.event) as probe:
+        if isinstance(probe, StapProbe):
+            ring = probe.events_reader()
+        else:
+            ring = RingBufferReader(probe.events_map_fd(), options.ring_bytes)
+        if not options.quiet:
+            name = target.process_name(pid)
+            print(f"mysqlio: recording pid {pid} ({name}) to {options.output}, Ctrl-C to stop", file=sys.stderr)
+        try:
+            resolver = FileResolver(pid, probe.kernel_name)
+            resolver.scan_fds()
+            names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)
+            return _loop(options, pid, probe, ring, names, writer, stop, progress, lost)
+        finally:
+            ring.close()
+            # stap reports skipped probes and lost output lines only when it stops
+            lost.total = max(lost.total, lost.base + lost_events(probe.drops().as_dict()))
 
 
 @dataclass
@@ -154,10 +176,12 @@ class _LostCount:
     """Events the kernel side could not deliver, all reasons, since the start."""
 
     total: int = 0
+    base: int = 0  # lost by the probes of processes traced before this one (--follow)
 
 
 def _loop(
     options: RecordOptions,
+    pid: int,
     probe: IoProbe,
     ring: RingBufferReader,
     names: _Names,
@@ -173,26 +197,26 @@ def _loop(
         stop.event.wait(POLL_S)
         pending.append(ring.read())
         now = time.monotonic()
-        done_reason = _done(options, start, now, writer, stop)
+        done_reason = _done(options, pid, start, now, writer, stop)
         if now - last_flush >= FLUSH_S or done_reason:
             _flush(pending, probe, names, writer, lost)
             pending = []
             last_flush = now
             progress.show(now - start, writer.events_written, writer.bytes_written, lost.total, bool(done_reason))
         if done_reason == "gone":
-            raise TargetGone(f"process {options.pid} exited; trace {options.output} is complete")
+            raise TargetGone(f"process {pid} exited; trace {options.output} is complete")
         if done_reason:
             return 0
 
 
-def _done(options: RecordOptions, start: float, now: float, writer: TraceWriter, stop: StopFlag) -> str:
+def _done(options: RecordOptions, pid: int, start: float, now: float, writer: TraceWriter, stop: StopFlag) -> str:
     if stop.event.is_set():
         return "signal"
     if options.duration_s and now - start >= options.duration_s:
         return "duration"
     if options.max_size and writer.bytes_written >= options.max_size:
         return "size"
-    if not target.is_alive(options.pid):
+    if not target.is_alive(pid):
         return "gone"
     return ""
 
@@ -204,7 +228,7 @@ def _flush(pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: Tra
     probe.drain()
     probe.drain_latency()
     names.learn(events)
-    lost.total = lost_events(probe.drops().as_dict())
+    lost.total = lost.base + lost_events(probe.drops().as_dict())
     if len(events):
         writer.write(events, names.files, names.threads, lost.total)
 

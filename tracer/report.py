@@ -528,6 +528,7 @@ class Report:
     busiest: list[BusySecond]
     per_second: list[tuple[int, list[Row]]] | None = None
     bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
+    gaps: list[dict[str, Any]] = field(default_factory=list)  # server restarts (record --follow)
 
 
 def _busiest_key(r: Row) -> tuple[int, int, int, str]:
@@ -751,6 +752,7 @@ def build_report(
         busiest=busiest,
         per_second=per_second_rows,
         bursts=detect(burst_series.series(dec)) if burst_series is not None else None,
+        gaps=list(reader.gaps),
     )
 
 
@@ -770,6 +772,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "filters": r.filters.to_json(),
         "group": r.group,
         "latency_histogram": {"buckets_per_power_of_two": SUB, "max_relative_error": 1 / (2 * SUB)},
+        "gaps": r.gaps,
         "totals": r.total.to_json(),
     }
     list_key = GROUP_LIST_KEYS[r.group]
@@ -961,6 +964,15 @@ def render_header(r: Report) -> Text:
     elif not r.complete:
         text.append(
             "\ntrace not closed (still recording, or recorder killed): totals so far",
+            style="bold yellow",
+        )
+    for gap in r.gaps:
+        if gap.get("damaged"):
+            text.append("\nthe server restarted (gap note damaged): not traced for a while", style="bold yellow")
+            continue
+        text.append(
+            f"\nthe server restarted: pid {gap['old_pid']} → {gap['new_pid']}, not traced from "
+            f"{gap['from_t']:.1f} s to {gap['to_t']:.1f} s ({gap['to_t'] - gap['from_t']:.1f} s)",
             style="bold yellow",
         )
     if r.lost_events:

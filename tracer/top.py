@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from rich.console import Console
 
@@ -16,6 +16,7 @@ from mysqlio.bpf_types import lost_events
 from mysqlio.bursts import BurstTracker
 from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone
+from mysqlio.follow import trace_following
 from mysqlio.layout import read_layout
 from mysqlio.live import LiveScreen, cbreak, render_totals
 from mysqlio.model import Interval, aggregate
@@ -38,6 +39,7 @@ class TopOptions:
     filters: Filters = field(default_factory=Filters)
     fold_partitions: bool = False
     latency: bool = False  # p50 / p99 / max latency columns
+    follow: bool = False  # when the server exits, wait for it to restart and go on
     backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
 
 
@@ -135,43 +137,69 @@ class StreamSink:
         self._stop.wait(max(0.0, timeout_s))
 
 
+class Sink(Protocol):
+    """Where the interval loop puts each interval: a stream, the screen, the exporter."""
+
+    quit: bool
+
+    def emit(self, interval: Interval) -> None: ...
+
+    def wait(self, timeout_s: float) -> None: ...
+
+
 def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     stop = StopFlag()
     stop.install()
-    with open_probe(options.backend, options.pid, stop=stop.event) as probe:
-        resolver = FileResolver(options.pid, probe.kernel_name)
-        resolver.scan_fds()
-        layout = read_layout(options.pid)
-        sampler = IntervalSampler(probe, resolver, Classifier(layout), options.pid, options.fold_partitions)
-        name = target.process_name(options.pid)
-        server = f"{name} {layout.version}" if layout.version else name
-        if options.output != "live":
-            print(f"mysqlio: tracing pid {options.pid} ({name}), Ctrl-C to stop", file=sys.stderr)
-            return _loop(
-                options, sampler, StreamSink(out, options.output, options.filters, stop.event, options.latency), stop
-            )
-        state = ScreenState(options.group, options.sort, options.filters, options.latency)
-        console = Console()
-        try:
-            with cbreak(sys.stdin.fileno()), LiveScreen(state, options.pid, server, layout.datadir, console) as screen:
-                return _loop(options, sampler, screen, stop)
-        finally:
-            console.print(render_totals(state, layout.datadir))
+    sink = StreamSink(out, options.output, options.filters, stop.event, options.latency)
+    state = ScreenState(options.group, options.sort, options.filters, options.latency)
+    console = Console()
+    datadir: list[str | None] = [None]
+    emitted = [0]  # across restarts: -n counts the intervals of the whole session
+
+    def trace_once(pid: int) -> int:
+        with open_probe(options.backend, pid, stop=stop.event) as probe:
+            resolver = FileResolver(pid, probe.kernel_name)
+            resolver.scan_fds()
+            layout = read_layout(pid)
+            datadir[0] = layout.datadir
+            sampler = IntervalSampler(probe, resolver, Classifier(layout), pid, options.fold_partitions)
+            name = target.process_name(pid)
+            if options.output != "live":
+                print(f"mysqlio: tracing pid {pid} ({name}), Ctrl-C to stop", file=sys.stderr)
+                return run_loop(options, pid, sampler, sink, stop, emitted)
+            server = f"{name} {layout.version}" if layout.version else name
+            with cbreak(sys.stdin.fileno()), LiveScreen(state, pid, server, layout.datadir, console) as screen:
+                return run_loop(options, pid, sampler, screen, stop, emitted)
+
+    try:
+        return trace_following(options.pid, options.follow, stop.event, trace_once)
+    finally:
+        if options.output == "live":
+            console.print(render_totals(state, datadir[0]))
 
 
-def _loop(options: TopOptions, sampler: IntervalSampler, sink: StreamSink | LiveScreen, stop: StopFlag) -> int:
-    emitted = 0
+def run_loop(
+    options: TopOptions,
+    pid: int,
+    sampler: IntervalSampler,
+    sink: Sink,
+    stop: StopFlag,
+    emitted: list[int] | None = None,
+) -> int:
+    """Sample every interval into the sink until stopped, the count is reached
+    (emitted[0] counts across calls), or the process exits (TargetGone)."""
+    emitted = emitted if emitted is not None else [0]
     deadline = time.monotonic()
     while True:
         deadline += options.interval_s
         while not stop.event.is_set() and not sink.quit and time.monotonic() < deadline:
             sink.wait(deadline - time.monotonic())
-        alive = target.is_alive(options.pid)
+        alive = target.is_alive(pid)
         sink.emit(sampler.sample())
-        emitted += 1
+        emitted[0] += 1
         if stop.event.is_set() or sink.quit:
             return 0
-        if options.count and emitted >= options.count:
+        if options.count and emitted[0] >= options.count:
             return 0
         if not alive:
-            raise TargetGone(f"process {options.pid} exited; stopped tracing")
+            raise TargetGone(f"process {pid} exited; stopped tracing")

@@ -219,6 +219,14 @@ class TraceWriter:
         self._append(batch, {"lost_total": str(int(lost_total))})
         self.events_written += len(events)
 
+    def note_gap(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
+        """The traced server restarted (record --follow): nothing was traced from
+        from_t to to_t (seconds since the start); an empty batch carries the note."""
+        gap = {"from_t": round(from_t, 6), "to_t": round(to_t, 6), "old_pid": old_pid, "new_pid": new_pid}
+        self._append(
+            self._batch(np.zeros(0, EVENT_DTYPE), {}, {}), {"gap": json.dumps(gap), "lost_total": str(lost_total)}
+        )
+
     def close(self, lost_total: int, end_wall: float | None = None) -> None:
         """Mark the trace complete (a final empty batch), end the stream and sync it to disk."""
         if self._closed:
@@ -328,6 +336,7 @@ class TraceReader:
         self.lost_total = 0
         self.end_wall: float | None = None
         self.batches_read = 0
+        self.gaps: list[dict[str, Any]] = []  # server restarts (record --follow), as read so far
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -377,6 +386,9 @@ class TraceReader:
                     lost = custom.get(b"lost_total")
                     if lost is not None:
                         self.lost_total = int(lost)
+                    gap = custom.get(b"gap")
+                    if gap is not None:
+                        self.gaps.append(_gap(gap))
                     if custom.get(b"end") == b"1":
                         self.complete = True
                         end_wall = custom.get(b"end_wall")
@@ -384,6 +396,20 @@ class TraceReader:
                 self.batches_read += 1
                 if batch.num_rows:
                     yield batch
+
+
+def _gap(raw: bytes) -> dict[str, Any]:
+    """A gap note, checked: a damaged one is reported as such, never raised."""
+    try:
+        obj = json.loads(raw)
+        return {
+            "from_t": float(obj["from_t"]),
+            "to_t": float(obj["to_t"]),
+            "old_pid": int(obj["old_pid"]),
+            "new_pid": int(obj["new_pid"]),
+        }
+    except (ValueError, KeyError, TypeError):
+        return {"from_t": None, "to_t": None, "old_pid": None, "new_pid": None, "damaged": True}
 
 
 def _not_a_stream(path: str, head: bytes) -> str:

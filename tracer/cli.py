@@ -187,6 +187,7 @@ def _add_service_parsers(sub: argparse._SubParsersAction) -> None:  # type: igno
     verify.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
     verify.add_argument("-d", "--duration", type=_positive_float, default=10.0, help="window in seconds (default 10)")
     verify.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    _add_backend(verify)
     _add_mysql_options(verify, required=True)
 
     doctor = sub.add_parser(
@@ -240,8 +241,9 @@ def _traced_pid(args: argparse.Namespace) -> int:
 def _cmd_record(args: argparse.Namespace) -> int:
     from mysqlio.record import RecordOptions, run_record
 
+    pid = _traced_pid(args)
     options = RecordOptions(
-        pid=_traced_pid(args),
+        pid=pid,
         output=args.output,
         duration_s=args.duration,
         max_size=args.max_size,
@@ -249,6 +251,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
         command="mysqlio " + " ".join(sys.argv[1:]),
         backend=args.backend,
         follow=args.follow,
+        status=_status_sampler(args, pid),
     )
     return run_record(options)
 
@@ -261,11 +264,27 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.interval, args.count, _output_mode(args.json, False))
 
 
+def _status_sampler(args: argparse.Namespace, pid: int):  # -> StatusSampler | None
+    """--mysql (implied by any connection option): a connected sampler of the
+    server's counters; bad credentials fail here, before the probes load."""
+    wanted = args.mysql or any(
+        getattr(args, name)
+        for name in ("mysql_socket", "mysql_host", "mysql_port", "mysql_user", "mysql_defaults_file")
+    )
+    if not wanted:
+        return None
+    from mysqlio.mysql_conn import ConnectionOptions, Connector
+    from mysqlio.server_status import StatusSampler
+
+    return StatusSampler.open(Connector.resolve(ConnectionOptions.from_args(args), pid))
+
+
 def _cmd_top(args: argparse.Namespace) -> int:
     from mysqlio.top import TopOptions, run_top
 
+    pid = _traced_pid(args)
     options = TopOptions(
-        pid=_traced_pid(args),
+        pid=pid,
         interval_s=args.interval,
         count=args.count,
         output=_output_mode(args.json, args.batch),
@@ -276,6 +295,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         latency=args.latency,
         follow=args.follow,
         backend=args.backend,
+        status=_status_sampler(args, pid),
     )
     return run_top(options)
 

@@ -85,6 +85,7 @@ class LiveScreen:
             datadir=self.datadir,
             banner=self.bursts.banner(),
             latency=self.state.latency,
+            server_status=self._last.server.summary() if self._last.server is not None else None,
         )
         size = self.console.size
         self._live.update(render_screen(header, self._rows, size.width, size.height))

@@ -141,9 +141,10 @@ class Interval:
     lost_events: int
     drops: dict[str, int]
     files: list[FileActivity]
+    server: Any = None  # mysqlio.server_status.ServerStatus with --mysql
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "time": round(self.time, 6),
             "interval_s": round(self.interval_s, 6),
             "pid": self.pid,
@@ -151,6 +152,9 @@ class Interval:
             "drops": self.drops,
             "files": [f.to_json() for f in self.files],
         }
+        if self.server is not None:
+            out["server"] = self.server.to_json()
+        return out
 
 
 def _busiest(c: Counts) -> tuple[int, int, int]:

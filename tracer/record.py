@@ -14,6 +14,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,7 @@ class RecordOptions:
     command: str = ""
     backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
     follow: bool = False  # when the server exits, wait for it to restart; the trace notes the gap
+    status: Any = None  # mysqlio.server_status.StatusSampler (--mysql): samples stored in the trace
 
 
 def parse_size(text: str) -> int:
@@ -127,10 +129,15 @@ def run_record(options: RecordOptions) -> int:
     progress = _Progress(options.quiet)
     lost = _LostCount()
     gone_at = [0.0]  # trace time the traced process was last seen
+    status = None
+    if options.status is not None:
+        from mysqlio.server_status import PeriodicSampler
+
+        status = PeriodicSampler(options.status, every_s=1.0)
 
     def trace_once(pid: int) -> int:
         try:
-            return _record_process(options, pid, writer, stop, progress, lost)
+            return _record_process(options, pid, writer, stop, progress, lost, status)
         except TargetGone:
             gone_at[0] = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
             if options.follow:
@@ -145,11 +152,19 @@ def run_record(options: RecordOptions) -> int:
     try:
         return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
     finally:
+        if status is not None:
+            status.close()
         writer.close(lost_total=lost.total, end_wall=time.time())
 
 
 def _record_process(
-    options: RecordOptions, pid: int, writer: TraceWriter, stop: StopFlag, progress: _Progress, lost: _LostCount
+    options: RecordOptions,
+    pid: int,
+    writer: TraceWriter,
+    stop: StopFlag,
+    progress: _Progress,
+    lost: _LostCount,
+    status: Any = None,
 ) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
     with open_probe(options.backend, pid, options.ring_bytes, stop=stop.event) as probe:
@@ -164,7 +179,7 @@ def _record_process(
             resolver = FileResolver(pid, probe.kernel_name)
             resolver.scan_fds()
             names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)
-            return _loop(options, pid, probe, ring, names, writer, stop, progress, lost)
+            return _loop(options, pid, probe, ring, names, writer, stop, progress, lost, status)
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
@@ -189,6 +204,7 @@ def _loop(
     stop: StopFlag,
     progress: _Progress,
     lost: _LostCount,
+    status: Any = None,
 ) -> int:
     start = time.monotonic()
     pending: list[np.ndarray] = []
@@ -199,7 +215,7 @@ def _loop(
         now = time.monotonic()
         done_reason = _done(options, pid, start, now, writer, stop)
         if now - last_flush >= FLUSH_S or done_reason:
-            _flush(pending, probe, names, writer, lost)
+            _flush(pending, probe, names, writer, lost, status)
             pending = []
             last_flush = now
             progress.show(now - start, writer.events_written, writer.bytes_written, lost.total, bool(done_reason))
@@ -221,7 +237,10 @@ def _done(options: RecordOptions, pid: int, start: float, now: float, writer: Tr
     return ""
 
 
-def _flush(pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: TraceWriter, lost: _LostCount) -> None:
+def _flush(
+    pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: TraceWriter, lost: _LostCount, status: Any
+) -> None:
+    """Write what the ring held (and the server samples, a PeriodicSampler's) as one batch."""
     events = np.concatenate(pending)
     # the per-interval aggregates are not used here; drain them so they never
     # fill (this also ages out AIO requests that never completed)
@@ -229,8 +248,9 @@ def _flush(pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: Tra
     probe.drain_latency()
     names.learn(events)
     lost.total = lost.base + lost_events(probe.drops().as_dict())
-    if len(events):
-        writer.write(events, names.files, names.threads, lost.total)
+    server = [s.to_json() for s in status.collect()] if status is not None else []
+    if len(events) or server:
+        writer.write(events, names.files, names.threads, lost.total, server)
 
 
 def _exe(pid: int) -> str | None:

@@ -32,6 +32,7 @@ class Header:
     datadir: str | None = None
     banner: str | None = None
     latency: bool = False
+    server_status: str | None = None  # the server's counters (--mysql), one line
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -136,6 +137,8 @@ def render_table(
 def render_screen(header: Header, rows: list[Row], width: int, height: int | None = None) -> Group:
     """Header, optional burst banner, and as many rows as the height allows."""
     parts: list[Text | Table] = [render_header(header)]
+    if header.server_status:
+        parts.append(Text(printable(header.server_status), style="cyan"))
     if header.banner:
         parts.append(Text(printable(header.banner), style="bold yellow"))
     if height is not None:

@@ -529,6 +529,7 @@ class Report:
     per_second: list[tuple[int, list[Row]]] | None = None
     bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
     gaps: list[dict[str, Any]] = field(default_factory=list)  # server restarts (record --follow)
+    server_status: list[dict[str, Any]] = field(default_factory=list)  # record --mysql samples
 
 
 def _busiest_key(r: Row) -> tuple[int, int, int, str]:
@@ -753,6 +754,7 @@ def build_report(
         per_second=per_second_rows,
         bursts=detect(burst_series.series(dec)) if burst_series is not None else None,
         gaps=list(reader.gaps),
+        server_status=list(reader.server_status),
     )
 
 
@@ -773,6 +775,7 @@ def report_json(r: Report) -> dict[str, Any]:
         "group": r.group,
         "latency_histogram": {"buckets_per_power_of_two": SUB, "max_relative_error": 1 / (2 * SUB)},
         "gaps": r.gaps,
+        "server_status": r.server_status,
         "totals": r.total.to_json(),
     }
     list_key = GROUP_LIST_KEYS[r.group]
@@ -1013,7 +1016,39 @@ def render_report(r: Report, width: int, limit: int = 0) -> Group:
         parts += [Text(""), _heading("Busiest seconds (by bytes written)"), render_busiest(r, width)]
     if r.bursts:
         parts += [Text(""), _heading("Periodic bursts"), render_trains(r.bursts, width)]
+    if r.server_status:
+        parts += [Text(""), _heading("Server counters (record --mysql): peaks"), render_status_peaks(r)]
     return Group(*parts)
+
+
+# (label, "gauges" | "rates", field, format) of the peaks shown from record --mysql samples
+_STATUS_PEAKS: list[tuple[str, str, str, Any]] = [
+    ("dirty pages", "gauges", "dirty_pages", lambda v: f"{v:,.0f}"),
+    ("checkpoint age", "gauges", "checkpoint_age_bytes", human_bytes),
+    ("redo written", "rates", "redo_written_bytes", lambda v: f"{human_bytes(v)}/s"),
+    ("data written", "rates", "data_written_bytes", lambda v: f"{human_bytes(v)}/s"),
+    ("pages flushed", "rates", "pages_flushed", lambda v: f"{v:,.0f}/s"),
+    ("binlog commits", "rates", "binlog_commits", lambda v: f"{v:,.0f}/s"),
+]
+
+
+def render_status_peaks(r: Report) -> Table:
+    """The highest value of each server counter and the second it was seen."""
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", padding=(0, 2, 0, 0))
+    for title in ("counter", "peak", "at second"):
+        table.add_column(title, justify="left" if title == "counter" else "right", no_wrap=True)
+    for label, section, name, fmt in _STATUS_PEAKS:
+        seen = [
+            (float(s[section][name]), float(s["time"]))
+            for s in r.server_status
+            if isinstance(s.get(section), dict) and isinstance(s[section].get(name), (int, float))
+        ]
+        if seen:
+            value, at = max(seen)
+            table.add_row(label, fmt(value), f"{at - r.meta.start_wall:.0f}")
+    errors = sum(1 for s in r.server_status if s.get("error"))
+    table.caption = f"{len(r.server_status)} samples" + (f", {errors} without an answer" if errors else "")
+    return table
 
 
 def print_report(

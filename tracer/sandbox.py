@@ -391,6 +391,25 @@ class MariaDB:
             raise RuntimeError(f"no rows from {statement!r}")
         return rows[0][0]
 
+    def create_user(
+        self,
+        user: str,
+        password: str,
+        grants: tuple[str, ...] = ("PROCESS ON *.*", "SELECT ON performance_schema.*"),
+    ) -> None:
+        """Create `user`@localhost authenticated by `password` (mysql_native_password)
+        with the given privileges; by default what a read-only monitor needs
+        (INNODB_METRICS, performance_schema). root@localhost here has no password,
+        so clients that read a password need such a user."""
+
+        def literal(text: str) -> str:
+            return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+        account = f"{literal(user)}@'localhost'"
+        statements = [f"CREATE USER {account} IDENTIFIED BY {literal(password)}"]
+        statements += [f"GRANT {grant} TO {account}" for grant in grants]
+        self.sql("; ".join(statements))
+
     def version(self) -> str:
         """Server version string, e.g. '10.11.19-MariaDB-0+deb12u1-log'."""
         return self._scalar("SELECT VERSION()")

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 
@@ -40,6 +40,7 @@ class TopOptions:
     fold_partitions: bool = False
     latency: bool = False  # p50 / p99 / max latency columns
     follow: bool = False  # when the server exits, wait for it to restart and go on
+    status: Any = None  # mysqlio.server_status.StatusSampler (--mysql), sampled each interval
     backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
 
 
@@ -57,6 +58,7 @@ class IntervalSampler:
         self._last_drops = probe.drops().as_dict()
         self._last_time = time.monotonic()
         self._thread_names: dict[int, str] = {}
+        self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
 
     def _thread_name(self, tid: int) -> str:
         name = self._thread_names.get(tid)
@@ -86,6 +88,8 @@ class IntervalSampler:
         )
         self._last_drops = drops
         self._last_time = now
+        if self.status is not None:
+            interval.server = self.status.take()
         return interval
 
 
@@ -128,6 +132,9 @@ class StreamSink:
             write_json(interval, self._out, [t.to_json() for t in trains])
             return
         write_text(interval, self._out, self._latency)
+        if interval.server is not None:
+            self._out.write(printable(interval.server.summary()) + "\n\n")
+            self._out.flush()
         banner = self._bursts.banner()
         if banner:
             self._out.write(printable(banner) + "\n\n")
@@ -163,6 +170,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             layout = read_layout(pid)
             datadir[0] = layout.datadir
             sampler = IntervalSampler(probe, resolver, Classifier(layout), pid, options.fold_partitions)
+            sampler.status = status
             name = target.process_name(pid)
             if options.output != "live":
                 print(f"mysqlio: tracing pid {pid} ({name}), Ctrl-C to stop", file=sys.stderr)
@@ -171,9 +179,17 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             with cbreak(sys.stdin.fileno()), LiveScreen(state, pid, server, layout.datadir, console) as screen:
                 return run_loop(options, pid, sampler, screen, stop, emitted)
 
+    status = None
+    if options.status is not None:
+        from mysqlio.server_status import BackgroundSampler
+
+        # waits at most a quarter of the interval for the server's answer
+        status = BackgroundSampler(options.status, wait_s=min(0.25, options.interval_s / 4))
     try:
         return trace_following(options.pid, options.follow, stop.event, trace_once)
     finally:
+        if status is not None:
+            status.close()
         if options.output == "live":
             console.print(render_totals(state, datadir[0]))
 

@@ -208,15 +208,20 @@ class TraceWriter:
         files: Mapping[tuple[int, int], FileInfo],
         threads: Mapping[int, str],
         lost_total: int,
+        server_status: list[dict[str, Any]] | None = None,
     ) -> None:
         """Append one batch: `files` is keyed by (kernel dev, ino) as in the events,
-        `threads` maps tid -> name. The batch is on disk (flushed) when this returns."""
+        `threads` maps tid -> name, `server_status` the server's counters sampled
+        meanwhile (--mysql). The batch is on disk (flushed) when this returns."""
         if self._closed:
             raise ValueError("trace writer is closed")
         if events.dtype != EVENT_DTYPE:
             raise TypeError(f"events must have dtype EVENT_DTYPE, not {events.dtype}")
         batch = self._batch(events, files, threads)
-        self._append(batch, {"lost_total": str(int(lost_total))})
+        custom = {"lost_total": str(int(lost_total))}
+        if server_status:
+            custom["server_status"] = json.dumps(server_status)
+        self._append(batch, custom)
         self.events_written += len(events)
 
     def note_gap(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
@@ -337,6 +342,7 @@ class TraceReader:
         self.end_wall: float | None = None
         self.batches_read = 0
         self.gaps: list[dict[str, Any]] = []  # server restarts (record --follow), as read so far
+        self.server_status: list[dict[str, Any]] = []  # the server's counters (record --mysql)
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -386,6 +392,9 @@ class TraceReader:
                     lost = custom.get(b"lost_total")
                     if lost is not None:
                         self.lost_total = int(lost)
+                    status = custom.get(b"server_status")
+                    if status is not None:
+                        self.server_status.extend(_status_samples(status))
                     gap = custom.get(b"gap")
                     if gap is not None:
                         self.gaps.append(_gap(gap))
@@ -396,6 +405,15 @@ class TraceReader:
                 self.batches_read += 1
                 if batch.num_rows:
                     yield batch
+
+
+def _status_samples(raw: bytes) -> list[dict[str, Any]]:
+    """Server status samples of a batch; damaged ones are dropped, never raised."""
+    try:
+        samples = json.loads(raw)
+    except ValueError:
+        return []
+    return [s for s in samples if isinstance(s, dict)] if isinstance(samples, list) else []
 
 
 def _gap(raw: bytes) -> dict[str, Any]:

@@ -6,6 +6,7 @@ the top N, on synthetic intervals."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import signal
@@ -286,6 +287,30 @@ def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> No
         == truth[str(work / "ib_logfile0")]["fdatasync"]
     )
     assert ma.value("mysqlio_last_sample_timestamp_seconds") > done
+
+    # latency histograms: every completed request of a kind once, per op class
+    for kind in {lab["kind"] for lab, v in ma.samples["mysqlio_write_ops_total"] if v}:
+        ops = {
+            "write": ma.value("mysqlio_write_ops_total", kind=kind),
+            "read": ma.value("mysqlio_read_ops_total", kind=kind),
+            "sync": ma.total("mysqlio_sync_ops_total", kind=kind),
+        }
+        for op, count in ops.items():
+            samples = [
+                v
+                for lab, v in ma.samples.get("mysqlio_request_duration_seconds_count", [])
+                if lab == {"kind": kind, "op": op}
+            ]
+            assert samples == ([count] if count else []), (kind, op, samples, count)
+            if count:
+                buckets = [
+                    (float(lab["le"]), v)
+                    for lab, v in ma.samples["mysqlio_request_duration_seconds_bucket"]
+                    if lab["kind"] == kind and lab["op"] == op
+                ]
+                assert buckets[-1] == (float("inf"), count)
+                assert all(x[1] <= y[1] for x, y in itertools.pairwise(buckets))  # cumulative
+                assert ma.value("mysqlio_request_duration_seconds_sum", kind=kind, op=op) > 0
 
     # the write bursts into ibdata1: a 1.5 s train of 8 x 64 KiB
     ibdata = {"path": str(work / "ibdata1"), "kind": "system", "metric": "write"}

@@ -26,8 +26,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
+import numpy as np
 from prometheus_client import start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from mysqlio import target
@@ -36,6 +37,7 @@ from mysqlio.classify import Classifier
 from mysqlio.errors import TargetGone, UserError
 from mysqlio.follow import trace_following
 from mysqlio.kinds import KINDS
+from mysqlio.latency import SUB, Histogram
 from mysqlio.layout import read_layout
 from mysqlio.model import Counts, Interval
 from mysqlio.resolve import FileResolver
@@ -99,6 +101,7 @@ class ExporterState:
         self._last_sample = 0.0
         self._bursts = BurstTracker()
         self._trains: list[Train] = []
+        self._latency: dict[tuple[str, str], Histogram] = {}  # (kind, op class) -> since start
 
     # ---- fed by the sampling loop
 
@@ -115,6 +118,11 @@ class ExporterState:
                 else:
                     self._files.move_to_end(key)
                 series.counts.merge(activity)
+                for cls, hist in activity.latency.items():
+                    total = self._latency.get((activity.kind, cls))
+                    if total is None:
+                        total = self._latency[(activity.kind, cls)] = Histogram()
+                    total.merge(hist)
                 series.score = series.score_at(now) + activity.write_bytes + activity.read_bytes
                 series.scored_at = now
             while len(self._files) > self.max_files:
@@ -149,7 +157,12 @@ class ExporterState:
 
     def families(self) -> list[Metric]:
         with self._lock:
-            return [*self._kind_families(), *self._file_families(), *self._other_families()]
+            return [
+                *self._kind_families(),
+                *self._file_families(),
+                *self._other_families(),
+                *_latency_families(self._latency),
+            ]
 
     def _kind_families(self) -> Iterator[Metric]:
         for suffix, attr, text in _COUNTERS:
@@ -186,7 +199,6 @@ class ExporterState:
                 syncs.add_metric([path, kind, call], getattr(counts, f"{call}_ops"))
         yield syncs
         yield from _train_families(self._trains)
-        yield from _latency_families()
 
     def _other_families(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
@@ -266,13 +278,26 @@ def _train_families(trains: Iterable[Train]) -> Iterator[Metric]:
     yield from (period, size, ops, confidence)
 
 
-def _latency_families() -> Iterator[Metric]:
-    """The place for latency histograms, left to the latency change: in `add`, merge each
-    FileActivity.latency (op class -> mysqlio.latency.Histogram) into cumulative per
-    (kind, op class) histograms; here yield `mysqlio_request_duration_seconds{kind,op}`
-    as a HistogramMetricFamily (a few fixed `le` bounds summed from the log-linear
-    buckets, `_sum` from sum_ns). Until then nothing, rather than invented data."""
-    return iter(())
+# `le` bounds of the latency histograms: powers of two of nanoseconds from 16 µs to
+# ~17 s. They are bucket edges of mysqlio.latency's log-linear scheme, so each
+# cumulative count is exact, not interpolated.
+LATENCY_LE_EXPONENTS = range(14, 35)
+
+
+def _latency_families(latency: dict[tuple[str, str], Histogram]) -> Iterator[Metric]:
+    """`mysqlio_request_duration_seconds{kind,op}`: cumulative histograms of the
+    latency of the requests completed, per file kind and op class (write, sync, read)."""
+    family = HistogramMetricFamily(
+        "mysqlio_request_duration_seconds",
+        "Latency of completed requests (syscall entry to exit; libaio and io_uring submit to completion)",
+        labels=["kind", "op"],
+    )
+    for (kind, cls), hist in sorted(latency.items()):
+        cumulative = np.cumsum(hist.counts)
+        buckets = [(f"{2.0**e / 1e9:.9g}", float(cumulative[1 + SUB * e - 1])) for e in LATENCY_LE_EXPONENTS]
+        buckets.append(("+Inf", float(cumulative[-1])))
+        family.add_metric([kind, cls], buckets, sum_value=hist.sum_ns / 1e9)
+    yield family
 
 
 class IoCollector:

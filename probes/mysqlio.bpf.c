@@ -96,6 +96,27 @@ const volatile bool targ_record = false; /* stream one event per request */
 
 struct drop_counters drops = {};
 
+/* No room to remember a submitted request: in record mode its event will be
+ * lost; in top mode only its latency (libaio bytes count at submission,
+ * io_uring bytes at completion). */
+static __always_inline void count_pending_full(void)
+{
+	if (targ_record)
+		__sync_fetch_and_add(&drops.pending_full, 1);
+	else
+		__sync_fetch_and_add(&drops.lat_full, 1);
+}
+
+/* A completion whose submission was not seen: in record mode an event is
+ * lost; in top mode only its latency is unknown (it was in flight at attach). */
+static __always_inline void count_unmatched(void)
+{
+	if (targ_record)
+		__sync_fetch_and_add(&drops.unmatched, 1);
+	else
+		__sync_fetch_and_add(&drops.lat_unmatched, 1);
+}
+
 enum call_kind { CALL_FILE = 0, CALL_IO_SUBMIT = 1, CALL_IO_GETEVENTS = 2 };
 
 /* What sys_enter learnt, kept until sys_exit of the same thread. */
@@ -625,7 +646,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	/* completion is read at io_getevents, matched by the iocb pointer */
 	key = (__u64)user_iocb;
 	if (bpf_map_update_elem(&aio_pending, &key, &pending, BPF_ANY))
-		__sync_fetch_and_add(&drops.pending_full, 1);
+		count_pending_full();
 	return 0;
 }
 
@@ -647,16 +668,6 @@ static __always_inline void account_io_submit(struct inflight *call, long ret)
 	}
 	if (call->nr > MAX_IOCBS && accepted > MAX_IOCBS)
 		__sync_fetch_and_add(&drops.iocbs_truncated, accepted - MAX_IOCBS);
-}
-
-/* A completion whose submission was not seen: in record mode an event is
- * lost; in top mode only its latency is unknown (it was in flight at attach). */
-static __always_inline void count_unmatched(void)
-{
-	if (targ_record)
-		__sync_fetch_and_add(&drops.unmatched, 1);
-	else
-		__sync_fetch_and_add(&drops.lat_unmatched, 1);
 }
 
 /* completions returned by io_getevents, matched to their submission */
@@ -785,7 +796,7 @@ int BPF_PROG(handle_uring_submit, struct io_kiocb *req)
 	pending.tid = current_tid();
 	pending.op = op;
 	if (bpf_map_update_elem(&uring_pending, &key, &pending, BPF_ANY))
-		__sync_fetch_and_add(&drops.pending_full, 1);
+		count_pending_full();
 	return 0;
 }
 

@@ -130,7 +130,8 @@ struct drop_counters {
 	__u64 ringbuf_full;    /* record: an event did not fit the ring buffer */
 	__u64 pending_full;    /* record: no room to remember a submitted AIO request */
 	__u64 unmatched;       /* record: an AIO completion whose submission was not seen */
-	__u64 lat_full;        /* a new latency row did not fit (bytes still counted) */
+	__u64 lat_full;        /* top: a latency row or pending request did not fit
+				* (its latency is unknown; its bytes are counted) */
 	__u64 lat_unmatched;   /* top: an AIO completion whose submission was not seen
 				* (in flight at attach): its latency is unknown */
 };

@@ -337,10 +337,14 @@ def test_btf_lookup_on_this_kernel() -> None:
 
 
 def test_check_tracepoints_names_what_is_missing() -> None:
-    found = {"btf_trace_io_uring_complete": True, "btf_trace_io_uring_submit_req": False}
-    check = doctor.check_tracepoints("io_uring", doctor.IO_URING_TRACEPOINTS, found, "newer kernel")
+    found = {"btf_trace_sys_enter": True, "btf_trace_sys_exit": False}
+    check = doctor.check_tracepoints("syscall", doctor.SYSCALL_TRACEPOINTS, found, "newer kernel")
     assert check.status == "fail" and check.required and check.fix == "newer kernel"
-    assert check.detail == "missing from the kernel's BTF: io_uring_submit_req (present: io_uring_complete)"
+    assert check.detail == "missing from the kernel's BTF: sys_exit (present: sys_enter)"
+    # io_uring_submit_req only times io_uring requests: its absence is a warning
+    old = doctor.check_uring_latency({"btf_trace_io_uring_complete": True})
+    assert old.status == "warn" and not old.required and "counted, not timed" in old.detail
+    assert doctor.check_uring_latency({"btf_trace_io_uring_submit_req": True}).status == "ok"
     failed = doctor.check_tracepoints("syscall", doctor.SYSCALL_TRACEPOINTS, OSError(2, "gone"), "x")
     assert failed.status == "fail" and "cannot read the kernel's BTF" in failed.detail
 

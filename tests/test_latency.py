@@ -165,11 +165,16 @@ def test_report_latency_over_time_follows_the_slowest_files(run: dict[str, Any])
     # the slowest: fdatasync through syscall and io_uring (two throttled writes each;
     # libaio's fdatasync runs in a kernel worker outside the throttled cgroup)
     assert slow == {(_truth(run, api, "fdatasync")[0], "sync") for api in ("syscall", "io_uring")}
+    measured = {(path, op): ns for s in run["expected"]["latency"] for path, op, ns in [(s["path"], s["op"], s["ns"])]}
     for i, pair in enumerate(timeline["files"]):
         cells = [s["latency"][i] for s in timeline["seconds"] if s["latency"][i]]
         assert sum(c["count"] for c in cells) >= COUNT
-        for c in cells:  # every second of a steady stream shows the same latency
-            assert close(c["p99_ns"], pair["p99_ns"]), (pair, c)
+        if pair["op"] != "sync":
+            continue  # a write file also had its untimed layout write: no truth for that second
+        truth = measured[(pair["path"], "fdatasync")]
+        for c in cells:  # each second's slowest request is one iogen timed itself
+            assert any(close(c["max_ns"], t) for t in truth), (pair, c, truth)
+            assert c["p50_ns"] <= c["p99_ns"] <= c["max_ns"]
     assert "Latency over time of the slowest files" in run["text"]
     assert "lat-syscall-sync.dat" in run["text"] and "sync p99" in run["text"]
 
@@ -213,3 +218,33 @@ def test_strace_agrees_on_the_syscall_path(disk: ThrottledDisk, iogen: Path) -> 
     strace_median_ns = statistics.median(strace_s[:5]) * 1e9
     print(f"strace -T median {strace_median_ns / 1e6:.1f} ms, mysqlio p50 {ours['p50_ns'] / 1e6:.1f} ms")
     assert close(ours["p50_ns"], strace_median_ns)
+
+
+def test_without_io_uring_submit_req_uring_is_counted_not_timed(
+    iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kernels before 6.3 name the submit tracepoint io_uring_submit_sqe: the probe then
+    leaves its submit program out. io_uring requests are still counted exactly (at
+    completion); they just have no latency. Simulated here by hiding the tracepoint."""
+    from mysqlio import probe as probe_mod
+    from mysqlio.bpf_types import Api
+
+    monkeypatch.setattr(probe_mod, "kernel_btf_has", lambda names: dict.fromkeys(names, False))
+    gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "uring"])
+    try:
+        with probe_mod.IoProbe(gen.pid) as probe:
+            assert probe.uring_latency is False
+            assert gen.stdin is not None and gen.stdout is not None
+            gen.stdin.write("go\n")
+            gen.stdin.flush()
+            expected = read_json_line(gen.stdout, 60, "iogen uring")
+            rows = probe.drain()
+            latencies = probe.drain_latency()
+    finally:
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    uring_ops = sum(r.ops for r in rows if r.api is Api.IO_URING)
+    truth = sum(f["write_ops"] + f["read_ops"] + f["sync_ops"] for f in expected["files"])
+    assert uring_ops == truth > 0
+    assert not [lat for lat in latencies if lat.api is Api.IO_URING]

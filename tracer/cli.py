@@ -135,7 +135,11 @@ def _add_mysql_options(p: argparse.ArgumentParser, required: bool = False) -> No
         g.add_argument(
             "--mysql", action="store_true", help="also sample the server's status counters (SHOW GLOBAL STATUS)"
         )
-    g.add_argument("--socket", dest="mysql_socket", help="unix socket of the server (default: from its option files)")
+    g.add_argument(
+        "--socket",
+        dest="mysql_socket",
+        help="unix socket of the server (default: the one the traced server listens on)",
+    )
     g.add_argument("--host", dest="mysql_host", help="host of the server (default: the socket)")
     g.add_argument("--port", dest="mysql_port", type=_port, help="TCP port of the server (default 3306)")
     g.add_argument("--user", dest="mysql_user", help="user (default: from the option files, else the login name)")

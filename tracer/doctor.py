@@ -36,7 +36,7 @@ from rich.text import Text
 
 from mysqlio import layout as layout_mod
 from mysqlio import preflight
-from mysqlio.errors import UserError
+from mysqlio.errors import BpfError, UserError
 from mysqlio.units import human_bytes, printable
 
 STATUSES = ("ok", "warn", "fail", "skip")
@@ -44,7 +44,8 @@ SECTIONS = {"ebpf": "Kernel and eBPF backend", "tools": "Build tools and SystemT
 
 # The probes attach to these BTF raw tracepoints (probes/mysqlio.bpf.c, SEC("tp_btf/...")).
 SYSCALL_TRACEPOINTS = ("sys_enter", "sys_exit")
-IO_URING_TRACEPOINTS = ("io_uring_submit_req", "io_uring_complete")
+IO_URING_TRACEPOINTS = ("io_uring_complete",)
+URING_SUBMIT_TRACEPOINT = "io_uring_submit_req"
 BTF_KIND_TYPEDEF = 8
 # bpf_object__next_map / __next_program, the newest symbols mysqlio.libbpf calls, came in 0.6
 # (as did libbpf_major_version, so a libbpf without it is too old anyway).
@@ -242,29 +243,15 @@ def check_libbpf(version_of: Callable[[], tuple[int, int] | None] = libbpf_versi
     return Check("libbpf", "ok", f"libbpf.so.1, version {text}", required=True, value=text)
 
 
-def btf_types_present(
-    names: Iterable[str], path: str = preflight.BTF_PATH, kind: int = BTF_KIND_TYPEDEF
-) -> dict[str, bool]:
-    """Which of `names` the kernel's BTF defines (parsed by libbpf's btf__parse).
+def btf_types_present(names: Iterable[str], path: str = preflight.BTF_PATH) -> dict[str, bool]:
+    """Which of `names` the kernel's BTF defines. Raises OSError when libbpf or the
+    BTF file cannot be used."""
+    from mysqlio.libbpf import kernel_btf_has
 
-    Raises OSError when libbpf or the BTF file cannot be used."""
-    lib = _libbpf()
-    lib.btf__parse.restype = ctypes.c_void_p
-    lib.btf__parse.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-    lib.btf__find_by_name_kind.restype = ctypes.c_int
-    lib.btf__find_by_name_kind.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32]
-    lib.btf__free.restype = None
-    lib.btf__free.argtypes = [ctypes.c_void_p]
-    ctypes.set_errno(0)
-    btf = lib.btf__parse(path.encode(), None)
-    # libbpf >= 1.0 returns NULL on error; older ones may return -errno as a pointer
-    if not btf or btf >= (1 << 64) - 4095:
-        err = ctypes.get_errno() or (((1 << 64) - btf) if btf else 0)
-        raise OSError(err, f"btf__parse({path}) failed: {os.strerror(err) if err else 'unknown error'}")
     try:
-        return {name: lib.btf__find_by_name_kind(btf, name.encode(), kind) > 0 for name in names}
-    finally:
-        lib.btf__free(btf)
+        return kernel_btf_has(names, path)
+    except BpfError as exc:  # libbpf.so.1 itself could not be loaded
+        raise OSError(str(exc)) from None
 
 
 def check_tracepoints(what: str, events: Sequence[str], found: dict[str, bool] | Exception, missing_fix: str) -> Check:
@@ -286,7 +273,7 @@ def check_tracepoints(what: str, events: Sequence[str], found: dict[str, bool] |
 
 
 def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
-    names = [f"btf_trace_{e}" for e in (*SYSCALL_TRACEPOINTS, *IO_URING_TRACEPOINTS)]
+    names = [f"btf_trace_{e}" for e in (*SYSCALL_TRACEPOINTS, *IO_URING_TRACEPOINTS, URING_SUBMIT_TRACEPOINT)]
     found: dict[str, bool] | Exception
     try:
         found = btf_types_present(names, btf_path)
@@ -303,10 +290,27 @@ def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
             "io_uring",
             IO_URING_TRACEPOINTS,
             found,
-            "the probes attach to both (io_uring_submit_req is in Linux 5.19 and later; "
-            "CONFIG_IO_URING must be set): use a newer kernel, or --backend stap",
+            "io_uring requests are counted at io_uring_complete (CONFIG_IO_URING): use a newer kernel, "
+            "or --backend stap",
         ),
+        check_uring_latency(found),
     ]
+
+
+def check_uring_latency(found: dict[str, bool] | Exception) -> Check:
+    """io_uring_submit_req (its name since Linux 6.3; io_uring_submit_sqe before) times
+    io_uring requests; without it they are still counted, not timed."""
+    name = "io_uring latency"
+    if isinstance(found, Exception):
+        return Check(name, "fail", f"cannot read the kernel's BTF: {found}", "see the BTF line")
+    if found.get(f"btf_trace_{URING_SUBMIT_TRACEPOINT}"):
+        return Check(name, "ok", f"{URING_SUBMIT_TRACEPOINT}: io_uring requests are timed from submission")
+    return Check(
+        name,
+        "warn",
+        f"no {URING_SUBMIT_TRACEPOINT} tracepoint (Linux < 6.3): io_uring requests are counted, not timed",
+        "a kernel >= 6.3 for io_uring latency; syscall and libaio latency work here",
+    )
 
 
 # ---- the BPF object and a real attach --------------------------------------------
@@ -364,7 +368,6 @@ def check_probe_attach(
 ) -> Check:
     """The most convincing check: the probes load, attach and count a known write
     exactly. Not tried when a prerequisite failed."""
-    from mysqlio.errors import BpfError
 
     failed = [c.name for c in blockers if c.status == "fail"]
     if failed:

@@ -11,7 +11,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from mysqlio.errors import BpfError
@@ -66,6 +66,11 @@ class _Lib:
             "bpf_map__set_max_entries": (i, [vp, u32]),
             "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
             "bpf_program__name": (cp, [vp]),
+            "bpf_object__find_program_by_name": (vp, [vp, cp]),
+            "bpf_program__set_autoload": (i, [vp, ctypes.c_bool]),
+            "bpf_program__autoload": (ctypes.c_bool, [vp]),
+            "btf__parse": (vp, [cp, vp]),
+            "btf__free": (None, [vp]),
             "bpf_program__attach": (vp, [vp]),
             "bpf_link__destroy": (i, [vp]),
             "btf__find_by_name_kind": (i, [vp, cp, u32]),
@@ -277,9 +282,18 @@ class BpfObject:
         if self._lib.bpf_object__load(self._obj):
             raise _errno_error("loading the BPF programs into the kernel")
 
+    def disable_program(self, name: str) -> None:
+        """Before load: leave a program out (not loaded, not attached)."""
+        prog = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
+        if not prog or self._lib.bpf_program__set_autoload(prog, False):
+            raise BpfError(f"cannot leave out program {name}")
+
     def attach_all(self) -> None:
         prog = self._lib.bpf_object__next_program(self._obj, None)
         while prog:
+            if not self._lib.bpf_program__autoload(prog):
+                prog = self._lib.bpf_object__next_program(self._obj, prog)
+                continue
             ctypes.set_errno(0)
             link = self._lib.bpf_program__attach(prog)
             if not link:
@@ -305,6 +319,27 @@ class BpfObject:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+BTF_KIND_TYPEDEF = 8
+
+
+def kernel_btf_has(
+    names: Iterable[str], path: str = "/sys/kernel/btf/vmlinux", kind: int = BTF_KIND_TYPEDEF
+) -> dict[str, bool]:
+    """Which of `names` the kernel's BTF defines (e.g. btf_trace_<tracepoint>
+    typedefs: a tp_btf program loads only if its tracepoint's is there).
+    Raises OSError when the BTF file cannot be parsed."""
+    lib = _get().lib
+    ctypes.set_errno(0)
+    btf = lib.btf__parse(path.encode(), None)
+    if not btf:
+        err = ctypes.get_errno()
+        raise OSError(err, f"btf__parse({path}) failed: {os.strerror(err) if err else 'unknown error'}")
+    try:
+        return {name: lib.btf__find_by_name_kind(btf, name.encode(), kind) > 0 for name in names}
+    finally:
+        lib.btf__free(btf)
 
 
 def libbpf_log() -> str:

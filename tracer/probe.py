@@ -16,9 +16,10 @@ from pathlib import Path
 
 from mysqlio import bpf_types as bt
 from mysqlio.latency import Histogram
-from mysqlio.libbpf import BpfMap, BpfObject
+from mysqlio.libbpf import BpfMap, BpfObject, kernel_btf_has
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
+URING_SUBMIT_BTF = "btf_trace_io_uring_submit_req"
 
 
 def bpf_object_path() -> str:
@@ -83,6 +84,11 @@ class IoProbe:
         self.pid = pid
         self._obj = BpfObject(object_path or bpf_object_path())
         self._check_layout()
+        # io_uring_submit_req is the name since Linux 6.3 (io_uring_submit_sqe before):
+        # without it io_uring requests are still counted, at completion, but not timed
+        self.uring_latency = kernel_btf_has([URING_SUBMIT_BTF])[URING_SUBMIT_BTF]
+        if not self.uring_latency:
+            self._obj.disable_program("handle_uring_submit")
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))

@@ -129,6 +129,7 @@ def run_record(options: RecordOptions) -> int:
     progress = _Progress(options.quiet)
     lost = _LostCount()
     gone_at = [0.0]  # trace time the traced process was last seen
+    started = time.monotonic()  # -d counts from here, across restarts (--follow)
     status = None
     if options.status is not None:
         from mysqlio.server_status import PeriodicSampler
@@ -137,7 +138,7 @@ def run_record(options: RecordOptions) -> int:
 
     def trace_once(pid: int) -> int:
         try:
-            return _record_process(options, pid, writer, stop, progress, lost, status)
+            return _record_process(options, pid, writer, stop, progress, lost, status, started)
         except TargetGone:
             gone_at[0] = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
             if options.follow:
@@ -165,6 +166,7 @@ def _record_process(
     progress: _Progress,
     lost: _LostCount,
     status: Any = None,
+    started: float | None = None,
 ) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
     with open_probe(options.backend, pid, options.ring_bytes, stop=stop.event) as probe:
@@ -179,7 +181,7 @@ def _record_process(
             resolver = FileResolver(pid, probe.kernel_name)
             resolver.scan_fds()
             names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)
-            return _loop(options, pid, probe, ring, names, writer, stop, progress, lost, status)
+            return _loop(options, pid, probe, ring, names, writer, stop, progress, lost, status, started)
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
@@ -205,8 +207,9 @@ def _loop(
     progress: _Progress,
     lost: _LostCount,
     status: Any = None,
+    started: float | None = None,
 ) -> int:
-    start = time.monotonic()
+    start = time.monotonic() if started is None else started
     pending: list[np.ndarray] = []
     last_flush = start
     while True:

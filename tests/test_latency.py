@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import signal
 import statistics
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 from throttled_disk import ThrottledDisk, throttled_disk
 
+from mysqlio.bpf_types import lost_events
 from traced import read_json_line, report_json, start_iogen
 
 WRITE_IOPS = 5
@@ -248,3 +250,39 @@ def test_without_io_uring_submit_req_uring_is_counted_not_timed(
     truth = sum(f["write_ops"] + f["read_ops"] + f["sync_ops"] for f in expected["files"])
     assert uring_ops == truth > 0
     assert not [lat for lat in latencies if lat.api is Api.IO_URING]
+
+
+def test_requests_never_completed_are_aged_out_and_counted(
+    disk: ThrottledDisk, iogen: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pending tables forget requests older than PENDING_MAX_AGE_S. With the age
+    cut to 50 ms, the ~200 ms throttled libaio and io_uring requests get aged out
+    while in flight: each is counted once as aged_out, and its completion, which
+    comes later, once as lat_unmatched (its latency unknown, its bytes counted).
+    The tables end empty."""
+    from mysqlio import probe as probe_mod
+
+    monkeypatch.setattr(probe_mod, "PENDING_MAX_AGE_S", 0.05)
+    monkeypatch.setattr(probe_mod, "AGING_EVERY_S", 0.0)
+    work = tempfile.mkdtemp(dir=disk.mount)
+    gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "3"], disk.enter_cgroup)
+    try:
+        with probe_mod.IoProbe(gen.pid) as probe:
+            assert gen.stdin is not None and gen.stdout is not None
+            gen.stdin.write("go\n")
+            gen.stdin.flush()
+            while not select.select([gen.stdout], [], [], 0.02)[0]:
+                probe.drain_latency()  # ages the pending tables every call
+            read_json_line(gen.stdout, 5, "iogen latency run")
+            probe.drain_latency()
+            drops = probe.drops().as_dict()
+            left = probe.pending_requests()
+    finally:
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    print(f"aged_out {drops['aged_out']}, lat_unmatched {drops['lat_unmatched']}, pending left {left}")
+    assert drops["aged_out"] >= 6  # 3 writes through each of libaio and io_uring, at least
+    assert drops["lat_unmatched"] == drops["aged_out"]
+    assert left == 0
+    assert lost_events(drops) == 0  # only latencies were lost, no bytes

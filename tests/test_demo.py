@@ -1,4 +1,5 @@
-"""`mysqlio demo -n N` runs non-interactively and leaves nothing behind."""
+"""`mysqlio demo -n N` runs non-interactively, shows its periodic burst, and leaves
+nothing behind."""
 
 from __future__ import annotations
 
@@ -10,28 +11,56 @@ import sys
 import psutil
 import pytest
 
+from mysqlio.demo import BURST_PERIOD_S, BURST_SCHEMA, BURST_TABLE, FIRST_BURST_DELAY_S
+
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
+
+INTERVAL_S = 0.5
+COUNT = 44  # 22 s: the first run within FIRST_BURST_DELAY_S, then three more periods and a margin
 
 
 def _sandbox_dirs() -> set[str]:
     return set(glob.glob("/tmp/mysqlio-mariadb-*"))
 
 
-def test_demo_runs_and_cleans_up(bpf_ready: None) -> None:
-    before_dirs = _sandbox_dirs()
-    before_servers = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "mariadbd"}
+def _servers() -> set[int]:
+    return {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "mariadbd"}
+
+
+def test_demo_shows_the_periodic_burst_and_cleans_up(bpf_ready: None) -> None:
+    before_dirs, before_servers = _sandbox_dirs(), _servers()
     proc = subprocess.run(
-        [sys.executable, "-m", "mysqlio", "demo", "-n", "3", "--json"],
+        [sys.executable, "-m", "mysqlio", "demo", "-n", str(COUNT), "-i", str(INTERVAL_S), "--json"],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    assert f"every {BURST_PERIOD_S} s an event rewrites {BURST_SCHEMA}.{BURST_TABLE}" in proc.stderr
     intervals = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert len(intervals) == 3
+    assert len(intervals) == COUNT
     kinds = {f["kind"] for obj in intervals for f in obj["files"] if f["write_bytes"]}
-    assert {"redo", "binlog"} <= kinds
-    after_servers = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "mariadbd"}
-    assert after_servers <= before_servers, "demo left a mariadbd running"
+    assert {"redo", "binlog", "myisam"} <= kinds
+
+    suffix = f"/{BURST_SCHEMA}/{BURST_TABLE}.MYD"
+    shown = [
+        (obj["time"], t)
+        for obj in intervals
+        for t in obj["bursts"]
+        if t["file"].endswith(suffix) and t["metric"] == "write"
+    ]
+    assert shown, "the demo's top never showed the periodic burst"
+    first_time, first = shown[0]
+    last_time, last = shown[-1]
+    print(f"\ndemo: {first['explanation']} shown {first_time - intervals[0]['time']:.1f} s after top started")
+    # the first run comes at most FIRST_BURST_DELAY_S after top starts; three runs make a train
+    assert first_time - intervals[0]["time"] <= FIRST_BURST_DELAY_S + 3 * BURST_PERIOD_S
+    assert last_time == intervals[-1]["time"]  # and it stays
+    assert abs(last["period_s"] / BURST_PERIOD_S - 1) <= 0.05, last
+    assert (
+        last["explanation"].startswith(f"{BURST_TABLE}.MYD · ") and f"every {BURST_PERIOD_S} s" in last["explanation"]
+    )
+
+    assert _servers() <= before_servers, "demo left a mariadbd running"
     assert _sandbox_dirs() <= before_dirs, "demo left its temp dir"

@@ -443,20 +443,37 @@ class Rules:
     amp_ratio: float = AMP_RATIO
     min_period_bins: float = MIN_PERIOD_BINS
     alpha_all: float = ALPHA_ALL
+    whole_series: bool = True  # the bursts are all the file's (a trace), not a window of a stream
 
 
 BATCH = Rules()
 # live: a short window and no future, so stricter; periods of at least 4 intervals
 # (3 bursts 2 bins apart happen by chance in a busy file)
-LIVE = Rules(max_others_per_period=0.3, alpha=ALPHA / 10, amp_ratio=2.5, min_period_bins=4.0, alpha_all=ALPHA_ALL / 100)
+LIVE = Rules(
+    max_others_per_period=0.3,
+    alpha=ALPHA / 10,
+    amp_ratio=2.5,
+    min_period_bins=4.0,
+    alpha_all=ALPHA_ALL / 100,
+    whole_series=False,
+)
 
 
-def _log_e_all(on: np.ndarray, k: np.ndarray, period: float, r: float, rate_all: float, n_all: int) -> float:
+def _log_e_all(
+    on: np.ndarray, k: np.ndarray, period: float, r: float, n_bursts: int, span_s: float, n_all: int, whole: bool
+) -> float:
     """log of the expected number of chains this precise (each burst as close to one
-    period after the last as it is, give or take half a bin) if all bursts, the chain's
-    too, came at random at their overall rate."""
+    period after the last as it is, give or take half a bin) if the series' `n_bursts`
+    bursts, the chain's too, came at random over `span_s`. A step's window of width w
+    holds a burst with probability 1 - exp(-n * w / span): in a window of an ongoing
+    stream (live) n is all of them, the stream's rate; in a whole series (`whole`, a
+    trace) n is those not yet in the chain, since a burst cannot follow itself. (With
+    all of them, a file whose only bursts are a short train at coarse bins, e.g. six
+    runs of a 4 s job in a trace's 1 s bins, would look like chance.)"""
     dev = np.abs(np.diff(on) - np.diff(k) * period)[1:]  # the first gap is free
-    p = -np.expm1(-rate_all * 2 * (dev + r / 2))
+    used = np.arange(2, len(on)) if whole else 0  # chain members placed before each of those steps
+    remaining = np.maximum(n_bursts - used, 0.5)
+    p = -np.expm1(-remaining / span_s * 2 * (dev + r / 2))
     return math.log(max(n_all, 1) * LOOK_ELSEWHERE) + float(np.log(np.maximum(p, 1e-300)).sum())
 
 
@@ -511,9 +528,9 @@ def _evaluate(
             log_e += s2 * math.log(q2) + _log_comb(s1 - 1 + s2, s2)
     if log_e >= math.log(rules.alpha):
         return None
-    if m > SHORT_TRAIN and _log_e_all(on, k, period, r, len(b) / max(span_s, period), n_all) >= math.log(
-        rules.alpha_all
-    ):
+    if m > SHORT_TRAIN and _log_e_all(
+        on, k, period, r, len(b), max(span_s, period), n_all, rules.whole_series
+    ) >= math.log(rules.alpha_all):
         return None  # as regular as any chain through a random stream this dense
     evidence = 1 - 0.5 ** (m - 2)
     regularity = max(0.0, 1 - spread / limit)
@@ -726,6 +743,7 @@ _TIMERS: list[tuple[frozenset[str], str, float, str]] = [
     (_PAGES, "write", 10.0, "InnoDB master thread's 10 s loop in 5.5, or a checkpoint"),
     (_PAGES, "sync", 10.0, "after the InnoDB master thread's 10 s flush in 5.5, or a checkpoint"),
     (_PAGES, "write", 1.0, "a 1 s loop: the 5.5 master thread or the 5.6+ page cleaner"),
+    (_PAGES, "sync", 1.0, "after the page flush of a 1 s loop: the 5.5 master thread or the 5.6+ page cleaner"),
     (frozenset({"redo"}), "write", 10.0, "checkpoint after the InnoDB master thread's 10 s flush in 5.5"),
     (frozenset({"redo"}), "write", 7.0, "checkpoint of the 5.6/5.7 master thread, every 7 s when busy"),
     (frozenset({"redo"}), "sync", 1.0, "innodb_flush_log_at_trx_commit=2"),

@@ -109,6 +109,20 @@ class _Progress:
         sys.stderr.flush()
 
 
+@dataclass
+class _Session:
+    """What a recording keeps across the processes it traces (--follow)."""
+
+    options: RecordOptions
+    writer: TraceWriter
+    stop: StopFlag
+    progress: _Progress
+    started: float  # monotonic; -d counts from here, across restarts
+    status: Any = None  # a server_status.PeriodicSampler (--mysql)
+    lost_total: int = 0  # events the kernel side could not deliver, all reasons
+    lost_base: int = 0  # of those, lost by the probes of processes traced before
+
+
 def run_record(options: RecordOptions) -> int:
     layout = read_layout(options.pid)
     meta = TraceMeta(
@@ -126,19 +140,16 @@ def run_record(options: RecordOptions) -> int:
     writer = TraceWriter(options.output, meta)
     stop = StopFlag()
     stop.install()
-    progress = _Progress(options.quiet)
-    lost = _LostCount()
-    gone_at = [0.0]  # trace time the traced process was last seen
-    started = time.monotonic()  # -d counts from here, across restarts (--follow)
-    status = None
+    session = _Session(options, writer, stop, _Progress(options.quiet), started=time.monotonic())
     if options.status is not None:
         from mysqlio.server_status import PeriodicSampler
 
-        status = PeriodicSampler(options.status, every_s=1.0)
+        session.status = PeriodicSampler(options.status, every_s=1.0)
+    gone_at = [0.0]  # trace time the traced process was last seen
 
     def trace_once(pid: int) -> int:
         try:
-            return _record_process(options, pid, writer, stop, progress, lost, status, started)
+            return _record_process(session, pid)
         except TargetGone:
             gone_at[0] = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
             if options.follow:
@@ -147,29 +158,21 @@ def run_record(options: RecordOptions) -> int:
 
     def on_restart(old_pid: int, new_pid: int) -> None:
         back_at = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
-        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, lost.total)
-        lost.base = lost.total  # the new probe counts its losses from 0
+        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, session.lost_total)
+        session.lost_base = session.lost_total  # the new probe counts its losses from 0
 
     try:
         return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
     finally:
-        if status is not None:
-            status.close()
-        writer.close(lost_total=lost.total, end_wall=time.time())
+        if session.status is not None:
+            session.status.close()
+        writer.close(lost_total=session.lost_total, end_wall=time.time())
 
 
-def _record_process(
-    options: RecordOptions,
-    pid: int,
-    writer: TraceWriter,
-    stop: StopFlag,
-    progress: _Progress,
-    lost: _LostCount,
-    status: Any = None,
-    started: float | None = None,
-) -> int:
+def _record_process(session: _Session, pid: int) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
-    with open_probe(options.backend, pid, options.ring_bytes, stop=stop.event) as probe:
+    options = session.options
+    with open_probe(options.backend, pid, options.ring_bytes, stop=session.stop.event) as probe:
         if isinstance(probe, StapProbe):
             ring = probe.events_reader()
         else:
@@ -181,47 +184,31 @@ def _record_process(
             resolver = FileResolver(pid, probe.kernel_name)
             resolver.scan_fds()
             names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)
-            return _loop(options, pid, probe, ring, names, writer, stop, progress, lost, status, started)
+            return _loop(session, pid, probe, ring, names)
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
-            lost.total = max(lost.total, lost.base + lost_events(probe.drops().as_dict()))
+            lost = session.lost_base + lost_events(probe.drops().as_dict())
+            session.lost_total = max(session.lost_total, lost)
 
 
-@dataclass
-class _LostCount:
-    """Events the kernel side could not deliver, all reasons, since the start."""
-
-    total: int = 0
-    base: int = 0  # lost by the probes of processes traced before this one (--follow)
-
-
-def _loop(
-    options: RecordOptions,
-    pid: int,
-    probe: IoProbe,
-    ring: RingBufferReader,
-    names: _Names,
-    writer: TraceWriter,
-    stop: StopFlag,
-    progress: _Progress,
-    lost: _LostCount,
-    status: Any = None,
-    started: float | None = None,
-) -> int:
-    start = time.monotonic() if started is None else started
+def _loop(session: _Session, pid: int, probe: IoProbe, ring: RingBufferReader, names: _Names) -> int:
+    options, writer = session.options, session.writer
+    start = session.started
     pending: list[np.ndarray] = []
-    last_flush = start
+    last_flush = time.monotonic()
     while True:
-        stop.event.wait(POLL_S)
+        session.stop.event.wait(POLL_S)
         pending.append(ring.read())
         now = time.monotonic()
-        done_reason = _done(options, pid, start, now, writer, stop)
+        done_reason = _done(options, pid, start, now, writer, session.stop)
         if now - last_flush >= FLUSH_S or done_reason:
-            _flush(pending, probe, names, writer, lost, status)
+            _flush(session, pending, probe, names)
             pending = []
             last_flush = now
-            progress.show(now - start, writer.events_written, writer.bytes_written, lost.total, bool(done_reason))
+            session.progress.show(
+                now - start, writer.events_written, writer.bytes_written, session.lost_total, bool(done_reason)
+            )
         if done_reason == "gone":
             raise TargetGone(f"process {pid} exited; trace {options.output} is complete")
         if done_reason:
@@ -240,20 +227,18 @@ def _done(options: RecordOptions, pid: int, start: float, now: float, writer: Tr
     return ""
 
 
-def _flush(
-    pending: list[np.ndarray], probe: IoProbe, names: _Names, writer: TraceWriter, lost: _LostCount, status: Any
-) -> None:
-    """Write what the ring held (and the server samples, a PeriodicSampler's) as one batch."""
+def _flush(session: _Session, pending: list[np.ndarray], probe: IoProbe, names: _Names) -> None:
+    """Write what the ring held (and the server samples taken meanwhile) as one batch."""
     events = np.concatenate(pending)
     # the per-interval aggregates are not used here; drain them so they never
     # fill (this also ages out AIO requests that never completed)
     probe.drain()
     probe.drain_latency()
     names.learn(events)
-    lost.total = lost.base + lost_events(probe.drops().as_dict())
-    server = [s.to_json() for s in status.collect()] if status is not None else []
+    session.lost_total = session.lost_base + lost_events(probe.drops().as_dict())
+    server = [s.to_json() for s in session.status.collect()] if session.status is not None else []
     if len(events) or server:
-        writer.write(events, names.files, names.threads, lost.total, server)
+        session.writer.write(events, names.files, names.threads, session.lost_total, server)
 
 
 def _exe(pid: int) -> str | None:

@@ -12,7 +12,6 @@ and DISCARD (bit 30) flags, and u32 page offset; records are 8-byte aligned.
 from __future__ import annotations
 
 import mmap
-import struct
 
 import numpy as np
 
@@ -36,11 +35,16 @@ class RingBufferReader:
         self._producer = mmap.mmap(fd, page + 2 * size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page)
         self._page = page
         self._data = np.frombuffer(self._producer, dtype=np.uint8)
+        # The positions are read and written as whole aligned 8-byte words: the
+        # kernel reads consumer_pos while we write it, and a byte-wise store
+        # (struct.pack_into) can show it a torn, smaller value when a carry
+        # crosses a byte — the ring then looks full and events are dropped
+        # (seen in the 10-minute soak). x86-64 orders these plain accesses.
+        self._consumer_pos = np.frombuffer(self._consumer, dtype=np.uint64, count=1)
+        self._producer_pos = np.frombuffer(self._producer, dtype=np.uint64, count=1)
 
     def _positions(self) -> tuple[int, int]:
-        (cons,) = struct.unpack_from("<Q", self._consumer, 0)
-        (prod,) = struct.unpack_from("<Q", self._producer, 0)
-        return cons, prod
+        return int(self._consumer_pos[0]), int(self._producer_pos[0])
 
     def read(self) -> np.ndarray:
         """Every event committed since the last read, in order; frees their space."""
@@ -60,7 +64,7 @@ class RingBufferReader:
             raise RuntimeError("unexpected record size in the ring buffer")
         events = records["event"][(lens & DISCARD_BIT) == 0].copy()
         # release the space only after copying the events out
-        struct.pack_into("<Q", self._consumer, 0, cons + count * RECORD)
+        self._consumer_pos[0] = cons + count * RECORD
         return events
 
     def pending_bytes(self) -> int:
@@ -68,6 +72,6 @@ class RingBufferReader:
         return prod - cons
 
     def close(self) -> None:
-        del self._data
+        del self._data, self._consumer_pos, self._producer_pos
         self._producer.close()
         self._consumer.close()

@@ -696,8 +696,14 @@ static __always_inline void complete_aio(struct inflight *call, long ret)
 			emit(pending, MIO_API_LIBAIO, ev.res);
 		bpf_map_delete_elem(&aio_pending, &ev.obj);
 	}
-	if (ret > MAX_AIO_EVENTS)
-		__sync_fetch_and_add(&drops.iocbs_truncated, ret - MAX_AIO_EVENTS);
+	/* the rest stay pending until aged out: in record mode their events are
+	 * lost, in top mode only their latency (their bytes counted at submission) */
+	if (ret > MAX_AIO_EVENTS) {
+		if (targ_record)
+			__sync_fetch_and_add(&drops.iocbs_truncated, ret - MAX_AIO_EVENTS);
+		else
+			__sync_fetch_and_add(&drops.lat_unmatched, ret - MAX_AIO_EVENTS);
+	}
 }
 
 SEC("tp_btf/sys_exit")

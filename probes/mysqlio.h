@@ -12,7 +12,7 @@
 #define MAX_IOCBS 64       /* iocbs walked per io_submit */
 #define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
 #define MAX_PENDING 65536  /* libaio iocbs / io_uring requests awaiting completion (record) */
-#define MAX_AIO_EVENTS 64  /* io_event entries read per io_getevents */
+#define MAX_AIO_EVENTS 256 /* io_event entries read per io_getevents (MariaDB's tpool asks for 256) */
 #define MAX_LAT_ROWS 4096  /* (file, op, api) latency histograms per interval */
 #define PATH_DEPTH 8       /* path components kept per file */
 #define NAME_LEN 48        /* bytes kept per path component */

@@ -6,28 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from traced import COUNTERS, IogenRun, run_iogen_traced
+from traced import COUNTERS, IOGEN_SCENARIOS, IogenRun, run_iogen_traced
 
 pytestmark = pytest.mark.bpf
 
-SCENARIOS = [
-    "write",
-    "pwrite",
-    "writev",
-    "pwritev",
-    "pwritev2",
-    "reads",
-    "sync",
-    "aio",
-    "uring",
-    "odirect",
-    "reuse",
-    "rename",
-    "unlink",
-    "shortlived",
-    "errors",
-    "nonfile",
-]
+SCENARIOS = IOGEN_SCENARIOS
 
 
 def assert_exact(run: IogenRun, directory: Path) -> None:

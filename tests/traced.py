@@ -13,6 +13,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+# iogen's default scenarios (all but the on-request rate, periodic and latency ones)
+IOGEN_SCENARIOS = (
+    "write",
+    "pwrite",
+    "writev",
+    "pwritev",
+    "pwritev2",
+    "reads",
+    "sync",
+    "aio",
+    "uring",
+    "odirect",
+    "reuse",
+    "rename",
+    "unlink",
+    "shortlived",
+    "errors",
+    "nonfile",
+)
+
 COUNTERS = (
     "write_bytes",
     "write_ops",

@@ -60,28 +60,11 @@ IOGEN = REPO / "tools" / "iogen"
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 sys.path.insert(0, str(REPO / "tests"))
 from mysqlio.bpf_types import DropCounters  # noqa: E402
-from traced import COUNTERS, FileTotals  # noqa: E402  (one list of counters for tests and tools)
+from traced import COUNTERS, IOGEN_SCENARIOS, FileTotals  # noqa: E402  (one list of counters for tests and tools)
 
 # iogen's default scenario set, run once before the steady phase (see iogen --help):
 # libaio, io_uring, rename, unlink, short-lived files, errors
-ONE_SHOT_SCENARIOS = (
-    "write",
-    "pwrite",
-    "writev",
-    "pwritev",
-    "pwritev2",
-    "reads",
-    "sync",
-    "aio",
-    "uring",
-    "odirect",
-    "reuse",
-    "rename",
-    "unlink",
-    "shortlived",
-    "errors",
-    "nonfile",
-)
+ONE_SHOT_SCENARIOS = IOGEN_SCENARIOS
 # empty once the load has stopped: pending requests all completed, no thread
 # inside a syscall (and every swapped X_a / X_b pair drained by the last interval)
 EMPTY_AT_END = ("aio_pending", "uring_pending", "inflight")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import read_json_line, start_top
+from traced import read_json_line, run_iogen_recorded, run_iogen_traced, start_top
 
 pytestmark = pytest.mark.bpf
 
@@ -160,3 +160,27 @@ def test_disk_full_during_record(bpf_ready: None, iogen: Path, tmp_path: Path) -
         gen.wait()
         subprocess.run(["umount", str(full)], check=False)
         Path("/dev/shm/rate.dat").unlink(missing_ok=True)
+
+
+def test_tracing_drops_nothing_into_the_traced_directory(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """`top` and `record` on a process leave no file in the directory it writes:
+    afterwards that directory holds exactly the files iogen says it made."""
+    work = tmp_path / "data"
+    work.mkdir()
+    trace = str(tmp_path / "t.trace")
+    run = run_iogen_traced(str(iogen), str(work), [])
+    run_iogen_recorded(str(iogen), str(work), [], trace)
+    made = {os.path.basename(f["path"]) for f in run.expected["files"] if not f["deleted"]}
+    assert sorted(os.listdir(work)) == sorted(made)
+
+
+def test_no_shell_is_ever_spawned() -> None:
+    """Every subprocess of the package takes an argument list; nothing goes through a shell."""
+    package = Path(__file__).resolve().parent.parent / "tracer"
+    offenders = [
+        f"{path.name}:{n}"
+        for path in sorted(package.glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if any(call in line for call in ("shell=True", "os.system(", "os.popen(", "commands.getoutput"))
+    ]
+    assert offenders == []

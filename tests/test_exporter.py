@@ -24,7 +24,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
-from test_safety import held_bpf_ids, loaded_bpf_ids
+from test_safety import held_prog_link_ids, loaded_bpf_ids
 
 from mysqlio.exporter import ExporterState, IoCollector
 from mysqlio.kinds import KINDS
@@ -240,7 +240,7 @@ def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> No
         assert listening(a.pid) == [("127.0.0.1", port_a)]
         assert listening(b.pid) == [("127.0.0.1", DEFAULT_PORT)]
 
-        progs, links = held_bpf_ids(a.pid)
+        progs, links = held_prog_link_ids(a.pid)
         assert len(progs) >= 3 and len(links) >= 3, (progs, links)  # the probes really are attached
         os.kill(a.pid, signal.SIGKILL)
         a.wait()

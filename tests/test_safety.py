@@ -12,27 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from traced import read_json_line, run_iogen_recorded, run_iogen_traced, start_top
+from traced import held_bpf_ids, read_json_line, run_iogen_recorded, run_iogen_traced, start_top
 
 pytestmark = pytest.mark.bpf
 
 
-def held_bpf_ids(pid: int) -> tuple[set[int], set[int]]:
-    """(program ids, link ids) whose fds a process holds, from /proc/PID/fdinfo."""
-    progs: set[int] = set()
-    links: set[int] = set()
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
-        except OSError:
-            continue
-        for line in info.splitlines():
-            key, _, value = line.partition(":")
-            if key == "prog_id":
-                progs.add(int(value))
-            elif key == "link_id":
-                links.add(int(value))
-    return progs, links
+def held_prog_link_ids(pid: int) -> tuple[set[int], set[int]]:
+    """(program ids, link ids) whose fds a process holds."""
+    ids = held_bpf_ids(pid)
+    return ids["prog"], ids["link"]
 
 
 def loaded_bpf_ids() -> tuple[set[int], set[int]]:
@@ -67,7 +55,7 @@ def test_kill_9_leaves_no_probe_attached(bpf_ready: None, tmp_path: Path, comman
         assert tracer.stderr is not None
         assert tracer.stderr.readline().startswith("mysqlio: recording pid")
     try:
-        progs, links = held_bpf_ids(tracer.pid)
+        progs, links = held_prog_link_ids(tracer.pid)
         assert len(progs) >= 3 and len(links) >= 3, (progs, links)  # the probes really were attached
         loaded_progs, loaded_links = loaded_bpf_ids()
         assert progs <= loaded_progs and links <= loaded_links

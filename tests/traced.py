@@ -46,6 +46,28 @@ COUNTERS = (
 )
 
 
+def held_bpf_ids(pid: int) -> dict[str, set[int]]:
+    """BPF object ids whose fds a process holds, by kind ("prog", "link", "map"),
+    from /proc/PID/fdinfo; empty sets once the process has gone."""
+    ids: dict[str, set[int]] = {"prog": set(), "link": set(), "map": set()}
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return ids
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                text = f.read()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            kind = key.removesuffix("_id")
+            if key.endswith("_id") and kind in ids:
+                ids[kind].add(int(value))
+    return ids
+
+
 def read_json_line(stream: TextIO, timeout_s: float, what: str) -> dict[str, Any]:
     """The next line of stream as JSON, or fail after timeout_s."""
     ready, _, _ = select.select([stream], [], [], timeout_s)

@@ -60,7 +60,7 @@ IOGEN = REPO / "tools" / "iogen"
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 sys.path.insert(0, str(REPO / "tests"))
 from mysqlio.bpf_types import DropCounters  # noqa: E402
-from traced import COUNTERS, IOGEN_SCENARIOS, FileTotals  # noqa: E402  (one list of counters for tests and tools)
+from traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, held_bpf_ids  # noqa: E402  (one list of counters for tests and tools)
 
 # iogen's default scenario set, run once before the steady phase (see iogen --help):
 # libaio, io_uring, rename, unlink, short-lived files, errors
@@ -138,21 +138,7 @@ class MapCount:
 
 def held_map_ids(pid: int) -> set[int]:
     """Ids of the BPF maps whose fds the process holds (/proc/PID/fdinfo)."""
-    ids: set[int] = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fdinfo")
-    except OSError:
-        return ids
-    for fd in fds:
-        try:
-            text = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            if key == "map_id":
-                ids.add(int(value))
-    return ids
+    return held_bpf_ids(pid)["map"]
 
 
 def count_map(lib: _Libbpf, map_id: int) -> MapCount | None:

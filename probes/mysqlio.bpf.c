@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Per-file write, read and sync accounting for one process (mysqld).
  *
- * Syscalls: BTF raw tracepoints sys_enter/sys_exit (no tracefs needed). At
- * entry the fd is turned into the file it names *now* (dev, inode); at exit
- * the returned byte count is added to that file.
+ * Syscalls: the per-syscall tracepoints of the I/O syscalls, or (without
+ * tracefs) the BTF raw tracepoints sys_enter/sys_exit. At entry the fd is
+ * turned into the file it names *now* (dev, inode); at exit the returned
+ * byte count is added to that file.
  * libaio: at io_submit exit, each accepted iocb is added with its submitted
  * size; the first rejected one counts as an error.
  * io_uring: at io_uring_complete the request still holds its struct file,
@@ -42,7 +43,7 @@
 #define NR_preadv2 327
 #define NR_pwritev2 328
 #define NR_io_pgetevents 333
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#define SYSCALL_NR(regs) ((regs)->orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define NR_io_submit 2
 #define NR_io_getevents 4
@@ -60,7 +61,7 @@
 #define NR_sync_file_range 84
 #define NR_preadv2 286
 #define NR_pwritev2 287
-#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#define SYSCALL_NR(regs) ((regs)->syscallno)
 #else
 #error "mysqlio supports x86_64 and arm64"
 #endif
@@ -122,18 +123,24 @@ enum call_kind { CALL_FILE = 0, CALL_IO_SUBMIT = 1, CALL_IO_GETEVENTS = 2 };
 /* What sys_enter learnt, kept until sys_exit of the same thread. */
 struct inflight {
 	struct file *file; /* syscalls: the file the fd named at entry */
+	__u64 ino;         /* ... and its identity, read once at entry */
+	__u32 dev;
 	__u64 uptr;        /* io_submit: iocb pointer array; io_getevents: io_event array */
 	__u64 ts_ns;       /* entry time */
 	__s64 offset;      /* file offset of the request, -1 unknown */
 	__u32 nr;          /* io_submit: number of iocbs asked */
 	__u8 op;
 	__u8 kind;         /* enum call_kind */
+	__u8 active;       /* set at entry, cleared at exit */
 };
 
+/* Task-local storage: found from the task without hashing or locking (a hash
+ * keyed by tid cost an update, a lookup and a delete per syscall); freed with
+ * the thread. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_INFLIGHT);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct inflight);
 } inflight SEC(".maps");
 
@@ -225,40 +232,71 @@ static __always_inline bool is_target(void)
 	return !targ_tgid || tgid == targ_tgid;
 }
 
-/* The struct file an fd of the current task names, or NULL. */
+/* The struct file an fd of the current task names, or NULL. The task's
+ * fields are read directly (a BTF pointer: a plain load, not a helper call);
+ * the fd array holds untyped pointers, hence one probe read. */
 static struct file *fd_to_file(__u32 fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
-	struct file **fds;
+	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL;
 
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+	if (!fdt || fd >= fdt->max_fds)
 		return NULL;
-	fds = BPF_CORE_READ(fdt, fd);
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
 	return file;
 }
 
-/* Only regular files and block devices are accounted, and not the
- * regular files of pseudo filesystems (mysqld reads /proc and /sys). */
-static __always_inline bool file_is_storage(struct file *file)
+/* A file as it is accounted: its pointer (for the path walk) and identity. */
+struct file_ref {
+	struct file *file;
+	__u64 ino;
+	__u32 dev;
+};
+
+/* The head of struct inode / super_block, read in one probe read each: a
+ * probe read costs ~25 ns here, and the fields needed (i_mode, i_sb, i_ino;
+ * s_dev, s_magic) all lie in the first bytes. Their offsets are CO-RE
+ * relocated constants, checked against the head's size. */
+#define INODE_HEAD 96
+#define SB_HEAD 128
+#define HEAD_FIELD(buf, type, field, size)                                              \
+	(bpf_core_field_offset(type, field) + (size) <= sizeof(buf)                     \
+		 ? *(__typeof__(((type *)0)->field) *)((buf) + bpf_core_field_offset(type, field)) \
+		 : 0)
+
+/* Fill ref for a file that is storage: a regular file or a block device,
+ * and not a regular file of a pseudo filesystem (mysqld reads /proc and
+ * /sys). Every field is read here once, so the exit path reads none. */
+static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref)
 {
+	char inode_head[INODE_HEAD], sb_head[SB_HEAD];
 	struct inode *inode;
+	struct super_block *sb;
 	__u64 magic;
 	__u32 mode;
 
 	if (!file)
 		return false;
 	inode = BPF_CORE_READ(file, f_inode);
-	mode = BPF_CORE_READ(inode, i_mode) & S_IFMT;
-	if (mode == S_IFBLK)
-		return true;
-	if (mode != S_IFREG)
+	if (bpf_probe_read_kernel(inode_head, sizeof(inode_head), inode))
 		return false;
-	magic = BPF_CORE_READ(inode, i_sb, s_magic);
-	return magic != PROC_SUPER_MAGIC && magic != SYSFS_MAGIC &&
-	       magic != CGROUP_SUPER_MAGIC && magic != CGROUP2_SUPER_MAGIC;
+	mode = HEAD_FIELD(inode_head, struct inode, i_mode, 2) & S_IFMT;
+	if (mode != S_IFBLK && mode != S_IFREG)
+		return false;
+	sb = HEAD_FIELD(inode_head, struct inode, i_sb, 8);
+	if (bpf_probe_read_kernel(sb_head, sizeof(sb_head), sb))
+		return false;
+	if (mode == S_IFREG) {
+		magic = HEAD_FIELD(sb_head, struct super_block, s_magic, 8);
+		if (magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
+		    magic == CGROUP2_SUPER_MAGIC)
+			return false;
+	}
+	ref->file = file;
+	ref->ino = HEAD_FIELD(inode_head, struct inode, i_ino, 8);
+	ref->dev = HEAD_FIELD(sb_head, struct super_block, s_dev, 4);
+	return true;
 }
 
 /* Remember the path of a file userspace may never see open (it can be
@@ -317,7 +355,7 @@ static __noinline void remember_name(struct file *file, struct file_id *id)
 }
 
 /* Add one request's outcome to its file's row in the active stats map. */
-static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
+static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret)
 {
 	struct file_op_key key = {};
 	struct file_op_stats *stats, fresh = {};
@@ -331,8 +369,8 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 	active = bpf_map_lookup_elem(&stats_slot, &zero);
 	if (!active)
 		return;
-	key.ino = BPF_CORE_READ(file, f_inode, i_ino);
-	key.dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	key.ino = file->ino;
+	key.dev = file->dev;
 	key.tid = (__u32)bpf_get_current_pid_tgid();
 	key.op = op;
 	key.api = api;
@@ -348,7 +386,7 @@ static __noinline void account(struct file *file, __u8 op, __u8 api, __s64 ret)
 		}
 		id.ino = key.ino;
 		id.dev = key.dev;
-		remember_name(file, &id);
+		remember_name(file->file, &id);
 		/* a thread's name can change (MySQL names its threads after start) */
 		bpf_get_current_comm(thread.comm, sizeof(thread.comm));
 		bpf_map_update_elem(&threads, &key.tid, &thread, BPF_ANY);
@@ -459,41 +497,38 @@ __noinline int record_latency(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat
 	return 0;
 }
 
-static __always_inline __u32 file_dev(struct file *file)
-{
-	return BPF_CORE_READ(file, f_inode, i_sb, s_dev);
-}
-
-static __always_inline __u64 file_ino(struct file *file)
-{
-	return BPF_CORE_READ(file, f_inode, i_ino);
-}
-
 static __always_inline __u32 current_tid(void)
 {
 	return (__u32)bpf_get_current_pid_tgid();
 }
 
+/* What sys_enter needs of a syscall: its number and first four arguments
+ * (the arguments a syscall does not have are left 0). */
+struct syscall_args {
+	long nr;
+	__u64 arg[4];
+};
+
 /* Where a read/write syscall acts: its offset argument, or the file
  * position (end of file for O_APPEND). */
-static __always_inline __s64 syscall_offset(long nr, struct pt_regs *regs, struct file *file)
+static __always_inline __s64 syscall_offset(const struct syscall_args *a, struct file *file)
 {
 	__s64 pos;
 
-	switch (nr) {
+	switch (a->nr) {
 	case NR_pwrite64:
 	case NR_pread64:
 	case NR_pwritev:
 	case NR_preadv:
-		return PT_REGS_PARM4_CORE_SYSCALL(regs);
+		return a->arg[3];
 	case NR_pwritev2:
 	case NR_preadv2:
-		pos = PT_REGS_PARM4_CORE_SYSCALL(regs);
+		pos = a->arg[3];
 		if (pos != -1)
 			return pos;
 		break;
 	case NR_sync_file_range:
-		return PT_REGS_PARM2_CORE_SYSCALL(regs);
+		return a->arg[1];
 	case NR_fsync:
 	case NR_fdatasync:
 		return -1;
@@ -528,37 +563,114 @@ static __always_inline int syscall_op(long nr)
 	return -1;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
+static __always_inline bool is_io_syscall(long nr)
 {
-	struct inflight call = {};
-	__u32 tid;
+	return nr == NR_io_submit || nr == NR_io_getevents || nr == NR_io_pgetevents || syscall_op(nr) >= 0;
+}
+
+/* A traced syscall starts: remember what it acts on until its exit. */
+static __always_inline int on_sys_enter(const struct syscall_args *a)
+{
+	struct inflight call = {}, *slot;
+	struct file_ref ref;
 	int op;
+
+	if (a->nr == NR_io_submit) {
+		call.kind = CALL_IO_SUBMIT;
+		call.nr = a->arg[1];
+		call.uptr = a->arg[2];
+	} else if (a->nr == NR_io_getevents || a->nr == NR_io_pgetevents) {
+		call.kind = CALL_IO_GETEVENTS;
+		call.uptr = a->arg[3];
+	} else {
+		op = syscall_op(a->nr);
+		if (op < 0)
+			return 0;
+		if (!file_ref_of(fd_to_file(a->arg[0]), &ref))
+			return 0;
+		call.file = ref.file;
+		call.ino = ref.ino;
+		call.dev = ref.dev;
+		call.op = op;
+		call.offset = targ_record ? syscall_offset(a, ref.file) : -1;
+	}
+	slot = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!slot) {
+		__sync_fetch_and_add(&drops.inflight_full, 1);
+		return 0;
+	}
+	call.active = 1;
+	call.ts_ns = bpf_ktime_get_ns();
+	*slot = call;
+	return 0;
+}
+
+/* Two ways to see syscalls; userspace loads one pair.
+ *
+ * Per-syscall tracepoints (syscalls:sys_enter_pwrite64, ...; need tracefs):
+ * they fire only for the syscalls they are attached to, so the other
+ * syscalls of every process on the machine cost nothing. The kernel lets a
+ * program read only the arguments its tracepoint has (it checks the context
+ * size at attach), hence one enter program per number of arguments read; the
+ * tracepoint's syscall number is an int (the rest of `id` is padding). */
+SEC("tracepoint")
+int handle_enter_args1(struct trace_event_raw_sys_enter *ctx)
+{
+	struct syscall_args a = {};
 
 	if (!is_target())
 		return 0;
-	if (nr == NR_io_submit) {
-		call.kind = CALL_IO_SUBMIT;
-		call.nr = PT_REGS_PARM2_CORE_SYSCALL(regs);
-		call.uptr = PT_REGS_PARM3_CORE_SYSCALL(regs);
-	} else if (nr == NR_io_getevents || nr == NR_io_pgetevents) {
-		call.kind = CALL_IO_GETEVENTS;
-		call.uptr = PT_REGS_PARM4_CORE_SYSCALL(regs);
-	} else {
-		op = syscall_op(nr);
-		if (op < 0)
-			return 0;
-		call.file = fd_to_file(PT_REGS_PARM1_CORE_SYSCALL(regs));
-		if (!file_is_storage(call.file))
-			return 0;
-		call.op = op;
-		call.offset = targ_record ? syscall_offset(nr, regs, call.file) : -1;
-	}
-	call.ts_ns = bpf_ktime_get_ns();
-	tid = current_tid();
-	if (bpf_map_update_elem(&inflight, &tid, &call, BPF_ANY))
-		__sync_fetch_and_add(&drops.inflight_full, 1);
-	return 0;
+	a.nr = (int)ctx->id;
+	a.arg[0] = ctx->args[0];
+	return on_sys_enter(&a);
+}
+
+SEC("tracepoint")
+int handle_enter_args3(struct trace_event_raw_sys_enter *ctx)
+{
+	struct syscall_args a = {};
+
+	if (!is_target())
+		return 0;
+	a.nr = (int)ctx->id;
+	a.arg[0] = ctx->args[0];
+	a.arg[1] = ctx->args[1];
+	a.arg[2] = ctx->args[2];
+	return on_sys_enter(&a);
+}
+
+SEC("tracepoint")
+int handle_enter_args4(struct trace_event_raw_sys_enter *ctx)
+{
+	struct syscall_args a = {};
+
+	if (!is_target())
+		return 0;
+	a.nr = (int)ctx->id;
+	a.arg[0] = ctx->args[0];
+	a.arg[1] = ctx->args[1];
+	a.arg[2] = ctx->args[2];
+	a.arg[3] = ctx->args[3];
+	return on_sys_enter(&a);
+}
+
+/* BTF raw tracepoints sys_enter/sys_exit (no tracefs needed): the fallback.
+ * They run for every syscall of every process, which the pid test ends. */
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
+{
+	struct syscall_args a = {};
+
+	if (!is_target() || !is_io_syscall(nr))
+		return 0;
+	a.nr = nr;
+	/* regs is a BTF pointer: direct loads where the arch allows (x86) */
+	a.arg[0] = PT_REGS_PARM1_SYSCALL(regs);
+	a.arg[1] = PT_REGS_PARM2_SYSCALL(regs);
+	a.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
+	a.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
+	return on_sys_enter(&a);
 }
 
 /* Bytes an IOCB_CMD_PWRITEV/PREADV asks for: the sum of its iovecs. */
@@ -592,7 +704,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	__u64 key;
 	struct iocb *user_iocb = NULL;
 	struct iocb cb;
-	struct file *file;
+	struct file_ref file;
 	__s64 bytes = 0;
 	__u8 op;
 
@@ -627,13 +739,12 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	default:
 		return 0;
 	}
-	file = fd_to_file(cb.aio_fildes);
-	if (!file_is_storage(file))
+	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file))
 		return 0;
-	account(file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
+	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
 	pending.ts_ns = submit_ns;
-	pending.dev = file_dev(file);
-	pending.ino = file_ino(file);
+	pending.dev = file.dev;
+	pending.ino = file.ino;
 	pending.offset = op <= MIO_READ ? cb.aio_offset : -1;
 	pending.tid = current_tid();
 	pending.op = op;
@@ -706,45 +817,60 @@ static __always_inline void complete_aio(struct inflight *call, long ret)
 	}
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
+/* A traced syscall returns: account what its entry remembered. */
+static __always_inline int on_sys_exit(long ret)
 {
 	struct pending_io req = {};
 	struct inflight *call;
-	long nr;
+	struct file_ref file;
 	__u32 tid;
 
-	if (!is_target())
+	call = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL, 0);
+	if (!call || !call->active)
 		return 0;
-	/* cheap syscall-number test first: most syscalls are not ours */
-	nr = SYSCALL_NR(regs);
-	if (nr != NR_io_submit && nr != NR_io_getevents && nr != NR_io_pgetevents && syscall_op(nr) < 0)
-		return 0;
+	call->active = 0;
 	tid = current_tid();
-	call = bpf_map_lookup_elem(&inflight, &tid);
-	if (!call)
-		return 0;
 	if (call->kind == CALL_IO_SUBMIT) {
 		account_io_submit(call, ret);
 	} else if (call->kind == CALL_IO_GETEVENTS) {
 		complete_aio(call, ret);
 	} else {
-		account(call->file, call->op, MIO_API_SYSCALL, ret);
+		file.file = call->file;
+		file.ino = call->ino;
+		file.dev = call->dev;
+		account(&file, call->op, MIO_API_SYSCALL, ret);
 		if (ret >= 0)
-			record_latency(file_dev(call->file), file_ino(call->file), call->op,
-				       MIO_API_SYSCALL, bpf_ktime_get_ns() - call->ts_ns);
+			record_latency(call->dev, call->ino, call->op, MIO_API_SYSCALL,
+				       bpf_ktime_get_ns() - call->ts_ns);
 		if (targ_record) {
 			req.ts_ns = call->ts_ns;
-			req.dev = file_dev(call->file);
-			req.ino = file_ino(call->file);
+			req.dev = call->dev;
+			req.ino = call->ino;
 			req.offset = call->offset;
 			req.tid = tid;
 			req.op = call->op;
 			emit(&req, MIO_API_SYSCALL, ret);
 		}
 	}
-	bpf_map_delete_elem(&inflight, &tid);
 	return 0;
+}
+
+/* attached only to the exits of the syscalls the enter programs see */
+SEC("tracepoint")
+int handle_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	if (!is_target())
+		return 0;
+	return on_sys_exit(ctx->ret);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
+{
+	/* cheap syscall-number test first: most syscalls are not ours */
+	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
+		return 0;
+	return on_sys_exit(ret);
 }
 
 static __always_inline bool uring_req_is_target(struct io_kiocb *req)
@@ -810,7 +936,7 @@ SEC("tp_btf/io_uring_complete")
 int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
 {
 	struct pending_io *pending;
-	struct file *file;
+	struct file_ref file;
 	__u64 key = (__u64)req;
 	__s32 res;
 	int op;
@@ -821,21 +947,21 @@ int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
 	if (op < 0)
 		return 0;
 	res = BPF_CORE_READ(req, cqe.res);
-	file = BPF_CORE_READ(req, file);
-	if (!file) {
+	file.file = BPF_CORE_READ(req, file);
+	if (!file.file) {
 		__sync_fetch_and_add(&drops.uring_no_file, 1);
 		return 0;
 	}
-	if (!file_is_storage(file))
+	if (!file_ref_of(file.file, &file))
 		return 0;
-	account(file, op, MIO_API_IO_URING, res);
+	account(&file, op, MIO_API_IO_URING, res);
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
 	if (!pending) {
 		count_unmatched();
 		return 0;
 	}
-	pending->dev = file_dev(file);
-	pending->ino = file_ino(file);
+	pending->dev = file.dev;
+	pending->ino = file.ino;
 	if (res >= 0)
 		record_latency(pending->dev, pending->ino, op, MIO_API_IO_URING,
 			       bpf_ktime_get_ns() - pending->ts_ns);

@@ -8,7 +8,6 @@
 #define MAX_NAMES 16384    /* files whose dentry path is remembered */
 #define MAX_THREADS 16384  /* thread names remembered */
 #define COMM_LEN 16
-#define MAX_INFLIGHT 16384 /* threads inside a traced syscall at once */
 #define MAX_IOCBS 64       /* iocbs walked per io_submit */
 #define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
 #define MAX_PENDING 65536  /* libaio iocbs / io_uring requests awaiting completion (record) */
@@ -123,7 +122,7 @@ struct pending_io {
 /* Counters of what could not be accounted, read by userspace from .bss. */
 struct drop_counters {
 	__u64 stats_full;      /* a new (file, op) row did not fit the map */
-	__u64 inflight_full;   /* a syscall could not be remembered until its exit */
+	__u64 inflight_full;   /* no task storage for a syscall until its exit (out of memory) */
 	__u64 iocbs_truncated; /* iocbs past MAX_IOCBS, or iovecs past MAX_IOVECS */
 	__u64 uring_no_file;   /* io_uring completion with no file attached */
 	__u64 read_faults;     /* user memory (iocbs, iovecs) that could not be read */

@@ -295,11 +295,12 @@ def test_check_privileges(caps: int, euid: int, status: str, detail: str) -> Non
 
 def test_check_kernel() -> None:
     old = doctor.check_kernel("4.19.0-27-amd64")
-    assert old.status == "warn" and "older than 5.8" in old.detail and "--backend stap" in old.fix
+    assert old.status == "warn" and "older than 5.11" in old.detail and "--backend stap" in old.fix
     assert doctor.check_kernel("6.1.0-18-amd64") == Check(
         "kernel", "ok", "Linux 6.1.0-18-amd64", value="6.1.0-18-amd64"
     )
-    assert doctor.check_kernel("5.8.0").status == "ok"
+    assert doctor.check_kernel("5.10.0-28-amd64").status == "warn"
+    assert doctor.check_kernel("5.11.0").status == "ok"
 
 
 def test_check_btf_missing(tmp_path: Path) -> None:

@@ -41,6 +41,9 @@ from pathlib import Path
 
 import psutil
 
+from mysqlio import syscall_hook
+from mysqlio.syscall_hook import Hook
+
 REPO = Path(__file__).resolve().parent.parent
 IOGEN = REPO / "tools" / "iogen"
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
@@ -57,6 +60,9 @@ class Result:
     unit: str = ""
     baseline: float | None = None  # the median this one is compared with
     note: str = ""
+    # per-round ratios to a baseline measured in the same round (A/B pairs):
+    # the machine's drift between rounds cancels out of each
+    paired_ratios: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -64,6 +70,9 @@ class Result:
 
     def row(self) -> list[str]:
         ratio = f"{self.median / self.baseline:.3f}" if self.baseline else ""
+        if self.paired_ratios:
+            r = self.paired_ratios
+            ratio = f"{statistics.median(r):.3f} (pairs {min(r):.3f}–{max(r):.3f})"
         spread = f"{min(self.values):.4g}–{max(self.values):.4g}" if len(self.values) > 1 else ""
         return [self.scenario, self.metric, f"{self.median:.4g} {self.unit}".strip(), spread, ratio, self.note]
 
@@ -159,7 +168,10 @@ class Tracer:
     """One of the tracers compared: started on a pid, stopped, its BPF programs known."""
 
     def __init__(self, name: str, pid: int, tmp: str) -> None:
-        self.name = name
+        # "<tracer>-raw": mysqlio's probes (or the floor) on the raw sys_enter/sys_exit
+        # instead of the per-syscall tracepoints (tracer/syscall_hook.py)
+        self.name = name.removesuffix("-raw")
+        self.hook: Hook = "raw" if name.endswith("-raw") else "tracepoints"
         self.pid = pid
         self.proc: subprocess.Popen[str] | None = None
         self._floor = None
@@ -194,15 +206,27 @@ class Tracer:
             from mysqlio.libbpf import BpfObject
 
             self._floor = BpfObject(str(REPO / "tracer" / "bpf" / "empty.bpf.o"))
+            unused = (
+                ("floor_sys_enter", "floor_sys_exit") if self.hook == "tracepoints" else ("floor_enter", "floor_exit")
+            )
+            for program in unused:
+                self._floor.disable_program(program)
             self._floor.set_rodata("targ_tgid", ctypes.c_uint32(self.pid))
             self._floor.load()
             self._floor.attach_all()
+            if self.hook == "tracepoints":
+                for program, event in syscall_hook.attachments():
+                    floor_program = "floor_exit" if program == syscall_hook.EXIT_PROGRAM else "floor_enter"
+                    self._floor.attach_tracepoint(floor_program, "syscalls", event)
         else:
             raise ValueError(self.name)
 
     def _start_mysqlio(self, args: list[str], ready: str) -> None:
         """A mysqlio command, returned once it says its probes are attached."""
-        self.proc = subprocess.Popen([*MYSQLIO, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        env = {**os.environ, syscall_hook.HOOK_ENV: self.hook}
+        self.proc = subprocess.Popen(
+            [*MYSQLIO, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
         wait_line(self.proc.stderr, ready)
 
     def prog_ids(self) -> set[int]:
@@ -380,7 +404,7 @@ def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
 def _kernel_cost(suite: Suite, pid: int, bench: object, run_s: int, tmp: str) -> None:
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     try:
-        for name in ("floor", "top", "record", "bpftrace"):
+        for name in ("floor", "floor-raw", "top", "top-raw", "record", "bpftrace"):
             tracer = Tracer(name, pid, tmp)
             tracer.start()
             ids = tracer.prog_ids()
@@ -405,8 +429,9 @@ def _kernel_cost(suite: Suite, pid: int, bench: object, run_s: int, tmp: str) ->
 
 def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: str) -> None:
     # floor: the same tracepoints with only the pid filter, to separate the cost
-    # of enabling syscall tracepoints from the cost of our accounting
-    variants = ["none", "floor", "top", "record", "strace", "bpftrace"]
+    # of enabling syscall tracepoints from the cost of our accounting; "-raw": on
+    # the raw sys_enter/sys_exit every syscall runs, the fallback hook
+    variants = ["none", "floor", "floor-raw", "top", "top-raw", "record", "strace", "bpftrace"]
     tps: dict[str, list[float]] = {v: [] for v in variants}
     order = list(variants)
     rng = random.Random(7)
@@ -420,15 +445,15 @@ def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: st
                 tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))  # type: ignore[attr-defined]
             finally:
                 tracer.stop()
-    base = statistics.median(tps["none"])
     for name in variants:
+        paired = [] if name == "none" else [t / n for t, n in zip(tps[name], tps["none"], strict=True)]
         suite.add(
             Result(
                 f"sysbench oltp_write_only under {name}",
                 "TPS",
                 tps[name],
-                baseline=None if name == "none" else base,
                 note=f"{rounds} rounds of {run_s} s",
+                paired_ratios=paired,
             )
         )
 
@@ -486,8 +511,10 @@ def write_markdown(path: str, suite: Suite, command: str) -> None:
 
 
 ANALYSIS = """
-How to read it: ratios are medians over the baseline's median (no tracer); the
-min–max column shows the spread across rounds. Benchmarks never fail on a number.
+How to read it: a ratio is the median over the baseline's median, or for TPS
+the median of per-round ratios (each round runs every variant once, in a new
+order, so a pair shares the machine's state) with their range; the min–max
+column shows the spread across rounds. Benchmarks never fail on a number.
 """
 
 

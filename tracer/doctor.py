@@ -35,7 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mysqlio import layout as layout_mod
-from mysqlio import preflight
+from mysqlio import preflight, syscall_hook
 from mysqlio.errors import BpfError, UserError
 from mysqlio.units import human_bytes, printable
 
@@ -50,7 +50,9 @@ BTF_KIND_TYPEDEF = 8
 # bpf_object__next_map / __next_program, the newest symbols mysqlio.libbpf calls, came in 0.6
 # (as did libbpf_major_version, so a libbpf without it is too old anyway).
 MIN_LIBBPF = (0, 6)
-MIN_KERNEL = (5, 8)  # CAP_BPF / CAP_PERFMON and the BPF ring buffer
+# the probes call bpf_get_current_task_btf and keep each syscall in task-local
+# storage from tracing programs: both since Linux 5.11 (CAP_BPF and the ring buffer: 5.8)
+MIN_KERNEL = (5, 11)
 JIT_PATH = "/proc/sys/net/core/bpf_jit_enable"
 IO_URING_SYSCTL = "/proc/sys/kernel/io_uring_disabled"
 TEST_WRITE_BYTES = 4096
@@ -132,7 +134,8 @@ def check_kernel(release: str | None = None) -> Check:
     return Check(
         "kernel",
         "warn",
-        f"Linux {release}: older than {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (no CAP_BPF, no BPF ring buffer)",
+        f"Linux {release}: older than {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (no task-local storage or "
+        "bpf_get_current_task_btf for tracing programs)",
         "use --backend stap on this kernel (see docs/systemtap.md)",
         value=release,
     )
@@ -295,6 +298,27 @@ def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
         ),
         check_uring_latency(found),
     ]
+
+
+def check_syscall_hook(dirs: tuple[str, ...] = syscall_hook.TRACEFS_DIRS) -> Check:
+    """Which syscall tracepoints the probes will use: the per-syscall ones cost
+    nothing to the syscalls mysqlio does not account, of any process."""
+    name = "syscall hook"
+    if not any(os.access(d, os.R_OK | os.X_OK) for d in dirs if os.path.exists(d)) and os.geteuid() != 0:
+        return Check(name, "skip", "not checked: tracefs is readable by root only")
+    hook = syscall_hook.choose_hook(dirs)
+    events = syscall_hook.tracefs_events_dir(dirs)
+    if hook == "tracepoints":
+        where = f" ({events})" if events else f" (forced by {syscall_hook.HOOK_ENV})"
+        return Check(name, "ok", syscall_hook.describe(hook) + where, value=hook)
+    why = f"forced by {syscall_hook.HOOK_ENV}" if events else "tracefs has no syscalls:sys_enter_* events"
+    return Check(
+        name,
+        "warn",
+        f"{syscall_hook.describe(hook)} ({why})",
+        "mount tracefs (mount -t tracefs nodev /sys/kernel/tracing) so that only the I/O syscalls are traced",
+        value=hook,
+    )
 
 
 def check_uring_latency(found: dict[str, bool] | Exception) -> Check:
@@ -937,7 +961,7 @@ def system_checks() -> list[Check]:
         why = f"not checked: {'BTF' if btf.status != 'ok' else 'libbpf'} failed"
         tracepoints = [Check(f"{what} tracepoints", "skip", why, required=True) for what in ("syscall", "io_uring")]
     bpf_object = check_bpf_object()
-    checks = [privileges, check_kernel(), btf, check_jit(), libbpf, *tracepoints, bpf_object]
+    checks = [privileges, check_kernel(), btf, check_jit(), libbpf, *tracepoints, check_syscall_hook(), bpf_object]
     checks.append(check_probe_attach([privileges, btf, libbpf, *tracepoints, bpf_object]))
     checks.append(check_io_uring_sysctl())
     ebpf = ebpf_ready(checks)

@@ -72,6 +72,8 @@ class _Lib:
             "btf__parse": (vp, [cp, vp]),
             "btf__free": (None, [vp]),
             "bpf_program__attach": (vp, [vp]),
+            "bpf_program__attach_tracepoint": (vp, [vp, cp, cp]),
+            "bpf_program__section_name": (cp, [vp]),
             "bpf_link__destroy": (i, [vp]),
             "btf__find_by_name_kind": (i, [vp, cp, u32]),
             "btf__type_by_id": (ctypes.POINTER(_BtfType), [vp, u32]),
@@ -289,18 +291,30 @@ class BpfObject:
             raise BpfError(f"cannot leave out program {name}")
 
     def attach_all(self) -> None:
+        """Attach every loaded program that names its attach point in its section;
+        programs in a bare SEC("tracepoint") are attached with attach_tracepoint."""
         prog = self._lib.bpf_object__next_program(self._obj, None)
         while prog:
-            if not self._lib.bpf_program__autoload(prog):
-                prog = self._lib.bpf_object__next_program(self._obj, prog)
-                continue
-            ctypes.set_errno(0)
-            link = self._lib.bpf_program__attach(prog)
-            if not link:
-                name = self._lib.bpf_program__name(prog).decode()
-                raise _errno_error(f"attaching {name}")
-            self._links.append(link)
+            if self._lib.bpf_program__autoload(prog) and self._lib.bpf_program__section_name(prog) != b"tracepoint":
+                ctypes.set_errno(0)
+                link = self._lib.bpf_program__attach(prog)
+                if not link:
+                    name = self._lib.bpf_program__name(prog).decode()
+                    raise _errno_error(f"attaching {name}")
+                self._links.append(link)
             prog = self._lib.bpf_object__next_program(self._obj, prog)
+
+    def attach_tracepoint(self, program: str, category: str, event: str) -> None:
+        """Attach a loaded program to tracefs event category:event (one program
+        can be attached to many)."""
+        prog = self._lib.bpf_object__find_program_by_name(self._obj, program.encode())
+        if not prog:
+            raise BpfError(f"no program {program} in the BPF object")
+        ctypes.set_errno(0)
+        link = self._lib.bpf_program__attach_tracepoint(prog, category.encode(), event.encode())
+        if not link:
+            raise _errno_error(f"attaching {program} to {category}:{event}")
+        self._links.append(link)
 
     def map(self, name: str) -> BpfMap:
         return self._maps[name]

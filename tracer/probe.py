@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mysqlio import bpf_types as bt
+from mysqlio import syscall_hook
 from mysqlio.latency import Histogram
 from mysqlio.libbpf import BpfMap, BpfObject, kernel_btf_has
 
@@ -89,12 +90,27 @@ class IoProbe:
         self.uring_latency = kernel_btf_has([URING_SUBMIT_BTF])[URING_SUBMIT_BTF]
         if not self.uring_latency:
             self._obj.disable_program("handle_uring_submit")
+        self.syscall_hook = syscall_hook.choose_hook()
+        unused = (
+            syscall_hook.RAW_PROGRAMS
+            if self.syscall_hook == "tracepoints"
+            else (*syscall_hook.ENTER_PROGRAMS, syscall_hook.EXIT_PROGRAM)
+        )
+        for program in unused:
+            self._obj.disable_program(program)
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
             self._obj.set_max_entries("events", record_ring_bytes)
         self._obj.load()
-        self._obj.attach_all()
+        try:
+            self._obj.attach_all()
+            if self.syscall_hook == "tracepoints":
+                for program, event in syscall_hook.attachments():
+                    self._obj.attach_tracepoint(program, "syscalls", event)
+        except BaseException:
+            self._obj.close()
+            raise
         self._stats = _SwappedMaps(self._obj, "stats")
         self._latency = _SwappedMaps(self._obj, "lat")
         self._pending = [self._obj.map("aio_pending"), self._obj.map("uring_pending")]

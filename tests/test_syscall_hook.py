@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_exact_iogen import assert_exact
 
 from mysqlio import doctor, syscall_hook
-from test_exact_iogen import assert_exact
 from traced import read_json_line, run_iogen_traced, start_top, stop_top
 
 BPF_PROG_TYPE_TRACEPOINT = 5
@@ -132,9 +132,7 @@ def test_hook_programs_and_their_runs(
 
 
 @pytest.mark.bpf
-def test_raw_hook_counts_exactly(
-    bpf_ready: None, iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_raw_hook_counts_exactly(bpf_ready: None, iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fallback hook gives the same exact per-file counts on every iogen path."""
     monkeypatch.setenv(syscall_hook.HOOK_ENV, "raw")
     run = run_iogen_traced(str(iogen), str(tmp_path), [])

@@ -29,7 +29,7 @@ from mysqlio.resolve import FileResolver
 from mysqlio.ringbuf import RingBufferReader
 from mysqlio.stap import StapProbe, open_probe
 from mysqlio.top import StopFlag
-from mysqlio.trace import FileInfo, TraceMeta, TraceWriter
+from mysqlio.trace import FileInfo, TraceMeta, TraceWriter, file_keys
 from mysqlio.units import human_bytes
 
 POLL_S = 0.05
@@ -75,8 +75,10 @@ class _Names:
     def learn(self, events: np.ndarray) -> None:
         if not len(events):
             return
-        ids = np.unique(events[["dev", "ino"]])
-        for kdev, ino in ids.tolist():
+        # file_keys, not np.unique of the (dev, ino) records: that sorts a
+        # structured array, ~100x slower (0.4 s per 500k events)
+        u_dev, u_ino, _ = file_keys(events["dev"], events["ino"])
+        for kdev, ino in zip(u_dev.tolist(), u_ino.tolist(), strict=True):
             if (kdev, ino) not in self.files:
                 resolved = self._resolver.resolve(FileIdentity.from_kernel(kdev, ino))
                 self.files[(kdev, ino)] = FileInfo(

@@ -154,7 +154,7 @@ def open_private(path: str, what: str) -> BinaryIO:
     return os.fdopen(fd, "wb", buffering=1 << 20)
 
 
-def _file_keys(dev: np.ndarray, ino: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def file_keys(dev: np.ndarray, ino: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Unique (dev, ino) pairs of a batch, and each event's index into them."""
     u_ino, inverse = np.unique(ino, return_inverse=True)
     dmin = np.full(len(u_ino), np.iinfo(np.uint32).max, dtype=np.uint32)
@@ -278,7 +278,7 @@ class TraceWriter:
         kdev = events["dev"]
         ino = events["ino"]
         # per unique file of the batch (a few hundred at most): path, kind, table, deleted, st_dev
-        u_dev, u_ino, file_inv = _file_keys(kdev, ino)
+        u_dev, u_ino, file_inv = file_keys(kdev, ino)
         nu = len(u_ino)
         path_u = np.empty(nu, np.int32)
         kind_u = np.empty(nu, np.int32)

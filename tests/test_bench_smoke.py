@@ -23,5 +23,16 @@ def test_bench_smoke(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     table = out.read_text()
-    for scenario in ("record @", "top @", "startup", "report", "in-kernel cost: top", "under strace", "under bpftrace"):
+    for scenario in (
+        "record @",
+        "top @",
+        "startup",
+        "report",
+        "in-kernel cost: top",
+        "in-kernel cost: top-raw",
+        "under strace",
+        "under bpftrace",
+        "under top-raw",
+        "pwrite64 flat out (1 thread, tmpfs) under record-raw",
+    ):
         assert scenario in table, f"{scenario!r} missing from the benchmark table"

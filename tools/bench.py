@@ -11,8 +11,11 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
 1. kernel_cost  in-kernel ns per event from kernel.bpf_stats_enabled (run_time_ns /
                 run_cnt) under MariaDB sysbench oltp_write_only: mysqlio top, record,
                 the pid-filter-only floor (tracer/bpf/empty.bpf.o), a bpftrace per-fd sum.
-2. tps          sysbench TPS: no tracer vs top vs record vs strace -f vs bpftrace,
-                interleaved rounds, medians and ratios to no tracer.
+2. tps          sysbench TPS: no tracer vs the floor vs top vs record vs strace -f vs
+                bpftrace ("-raw": on the raw sys_enter/sys_exit hook), interleaved
+                rounds, medians and per-round ratios to no tracer.
+   request_cost ns per pwrite64 of iogen flat out, untraced vs top / record on
+                either syscall hook: the cost of one traced request, caches warm.
 3. capacity     record at 100k..2M requests/s of small pwrites to tmpfs (iogen):
                 captured vs produced, lost, mysqlio CPU, trace bytes per event.
 4. top_cpu      top's userspace CPU at 10k / 100k / 1M events/s.
@@ -126,12 +129,15 @@ def wait_line(stream, prefix: str, timeout_s: float = 30) -> str:  # type: ignor
     raise RuntimeError(f"no line starting with {prefix!r}")
 
 
-def bpf_prog_stats(prog_ids: set[int]) -> tuple[int, int]:
-    """Sum of (run_time_ns, run_cnt) of the given programs."""
+def bpf_prog_stats(prog_ids: set[int]) -> dict[int, tuple[str, int, int]]:
+    """(name, run_time_ns, run_cnt) of each of the given programs, by id (the
+    kernel keeps 15 characters of a name)."""
     progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, check=True).stdout)
-    run_ns = sum(p.get("run_time_ns", 0) for p in progs if p["id"] in prog_ids)
-    runs = sum(p.get("run_cnt", 0) for p in progs if p["id"] in prog_ids)
-    return run_ns, runs
+    return {
+        p["id"]: (p.get("name", str(p["id"])), p.get("run_time_ns", 0), p.get("run_cnt", 0))
+        for p in progs
+        if p["id"] in prog_ids
+    }
 
 
 def held_prog_ids(pid: int) -> set[int]:
@@ -292,6 +298,53 @@ def bench_capacity(suite: Suite) -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def bench_request_cost(suite: Suite) -> None:
+    """The cost of one traced request with warm caches: iogen's pwrite64 loop flat out
+    on tmpfs (one thread), untraced and under each tracer, interleaved rounds."""
+    variants = ["none", "top", "top-raw", "record", "record-raw"]
+    rounds = 1 if suite.smoke else 7
+    ops = 200_000 if suite.smoke else 2_000_000
+    ns_per_op: dict[str, list[float]] = {v: [] for v in variants}
+    order = list(variants)
+    rng = random.Random(11)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
+            work = tempfile.mkdtemp(prefix="mysqlio-bench-", dir="/dev/shm")
+            try:
+                rate = 10_000_000  # beyond what one thread can do: flat out
+                gen = iogen_rate(work, rate, ops / rate)
+                assert gen.stdout and gen.stdin
+                json.loads(gen.stdout.readline())
+                tracer = Tracer(name, gen.pid, work)
+                tracer.start()
+                try:
+                    gen.stdin.write("go\n")
+                    gen.stdin.flush()
+                    done = json.loads(gen.stdout.readline())
+                finally:
+                    tracer.stop()
+                gen.stdin.close()
+                gen.wait(timeout=30)
+                n = sum(f["write_ops"] for f in done["files"])
+                ns_per_op[name].append(1e9 * done["elapsed_s"] / n)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    base = statistics.median(ns_per_op["none"])
+    for name in variants:
+        added = statistics.median(ns_per_op[name]) - base
+        suite.add(
+            Result(
+                f"pwrite64 flat out (1 thread, tmpfs) under {name}",
+                "ns per request",
+                ns_per_op[name],
+                "ns",
+                baseline=None if name == "none" else base,
+                note=f"{rounds} rounds of {ops:,}" + ("" if name == "none" else f"; tracing adds {added:.0f} ns"),
+            )
+        )
+
+
 def bench_top_cpu(suite: Suite) -> None:
     rates = [10_000] if suite.smoke else [10_000, 100_000, 1_000_000]
     seconds = 2 if suite.smoke else 10
@@ -408,21 +461,38 @@ def _kernel_cost(suite: Suite, pid: int, bench: object, run_s: int, tmp: str) ->
             tracer = Tracer(name, pid, tmp)
             tracer.start()
             ids = tracer.prog_ids()
-            ns0, cnt0 = bpf_prog_stats(ids)
+            before = bpf_prog_stats(ids)
             bench.start(run_s)  # type: ignore[attr-defined]
             bench.wait(timeout_s=run_s + 60)  # type: ignore[attr-defined]
-            ns1, cnt1 = bpf_prog_stats(ids)
+            after = bpf_prog_stats(ids)
             tracer.stop()
-            runs = cnt1 - cnt0
+            per_prog = {
+                prog_id: (prog, ns - before.get(prog_id, (prog, 0, 0))[1], cnt - before.get(prog_id, (prog, 0, 0))[2])
+                for prog_id, (prog, ns, cnt) in after.items()
+            }
+            ns = sum(ns for _, ns, _ in per_prog.values())
+            runs = sum(cnt for _, _, cnt in per_prog.values())
             suite.add(
                 Result(
                     f"in-kernel cost: {name}",
                     "ns per program run",
-                    [(ns1 - ns0) / max(runs, 1)],
+                    [ns / max(runs, 1)],
                     "ns",
-                    note=f"{runs:,} runs, {(ns1 - ns0) / 1e6 / run_s:.1f} ms of BPF per second of load",
+                    note=f"{runs:,} runs, {ns / 1e6 / run_s:.1f} ms of BPF per second of load",
                 )
             )
+            if name in ("top", "record"):  # where the time goes, program by program
+                for prog, p_ns, p_runs in sorted(per_prog.values()):
+                    if p_runs:
+                        suite.add(
+                            Result(
+                                f"in-kernel cost: {name}, {prog}",
+                                "ns per program run",
+                                [p_ns / p_runs],
+                                "ns",
+                                note=f"{p_runs:,} runs",
+                            )
+                        )
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
@@ -477,6 +547,7 @@ def bench_soak(suite: Suite) -> None:
 
 SCENARIOS: dict[str, Callable[[Suite], None]] = {
     "capacity": bench_capacity,
+    "request_cost": bench_request_cost,
     "top_cpu": bench_top_cpu,
     "startup": bench_startup,
     "report": bench_report,

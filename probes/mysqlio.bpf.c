@@ -256,14 +256,15 @@ struct file_ref {
 
 /* The head of struct inode / super_block, read in one probe read each: a
  * probe read costs ~25 ns here, and the fields needed (i_mode, i_sb, i_ino;
- * s_dev, s_magic) all lie in the first bytes. Their offsets are CO-RE
- * relocated constants, checked against the head's size. */
+ * s_dev, s_magic) all lie in the first bytes on the kernels seen. Their
+ * offsets are CO-RE relocated constants: a field beyond the head (another
+ * layout) is read on its own instead, never taken as 0. */
 #define INODE_HEAD 96
 #define SB_HEAD 128
-#define HEAD_FIELD(buf, type, field, size)                                              \
-	(bpf_core_field_offset(type, field) + (size) <= sizeof(buf)                     \
-		 ? *(__typeof__(((type *)0)->field) *)((buf) + bpf_core_field_offset(type, field)) \
-		 : 0)
+#define HEAD_FIELD(head, ptr, type, field)                                                          \
+	(bpf_core_field_offset(type, field) + sizeof(((type *)0)->field) <= sizeof(head)            \
+		 ? *(__typeof__(((type *)0)->field) *)((head) + bpf_core_field_offset(type, field)) \
+		 : BPF_CORE_READ((type *)(ptr), field))
 
 /* Fill ref for a file that is storage: a regular file or a block device,
  * and not a regular file of a pseudo filesystem (mysqld reads /proc and
@@ -281,21 +282,21 @@ static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref)
 	inode = BPF_CORE_READ(file, f_inode);
 	if (bpf_probe_read_kernel(inode_head, sizeof(inode_head), inode))
 		return false;
-	mode = HEAD_FIELD(inode_head, struct inode, i_mode, 2) & S_IFMT;
+	mode = HEAD_FIELD(inode_head, inode, struct inode, i_mode) & S_IFMT;
 	if (mode != S_IFBLK && mode != S_IFREG)
 		return false;
-	sb = HEAD_FIELD(inode_head, struct inode, i_sb, 8);
+	sb = HEAD_FIELD(inode_head, inode, struct inode, i_sb);
 	if (bpf_probe_read_kernel(sb_head, sizeof(sb_head), sb))
 		return false;
 	if (mode == S_IFREG) {
-		magic = HEAD_FIELD(sb_head, struct super_block, s_magic, 8);
+		magic = HEAD_FIELD(sb_head, sb, struct super_block, s_magic);
 		if (magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
 		    magic == CGROUP2_SUPER_MAGIC)
 			return false;
 	}
 	ref->file = file;
-	ref->ino = HEAD_FIELD(inode_head, struct inode, i_ino, 8);
-	ref->dev = HEAD_FIELD(sb_head, struct super_block, s_dev, 4);
+	ref->ino = HEAD_FIELD(inode_head, inode, struct inode, i_ino);
+	ref->dev = HEAD_FIELD(sb_head, sb, struct super_block, s_dev);
 	return true;
 }
 
@@ -614,8 +615,7 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
  * program read only the arguments its tracepoint has (it checks the context
  * size at attach), hence one enter program per number of arguments read; the
  * tracepoint's syscall number is an int (the rest of `id` is padding). */
-SEC("tracepoint")
-int handle_enter_args1(struct trace_event_raw_sys_enter *ctx)
+static __always_inline int enter_tracepoint(struct trace_event_raw_sys_enter *ctx, const int nargs)
 {
 	struct syscall_args a = {};
 
@@ -623,36 +623,32 @@ int handle_enter_args1(struct trace_event_raw_sys_enter *ctx)
 		return 0;
 	a.nr = (int)ctx->id;
 	a.arg[0] = ctx->args[0];
+	/* nargs is a constant at each call: the reads beyond it are not compiled */
+	if (nargs >= 3) {
+		a.arg[1] = ctx->args[1];
+		a.arg[2] = ctx->args[2];
+	}
+	if (nargs >= 4)
+		a.arg[3] = ctx->args[3];
 	return on_sys_enter(&a);
+}
+
+SEC("tracepoint")
+int handle_enter_args1(struct trace_event_raw_sys_enter *ctx)
+{
+	return enter_tracepoint(ctx, 1);
 }
 
 SEC("tracepoint")
 int handle_enter_args3(struct trace_event_raw_sys_enter *ctx)
 {
-	struct syscall_args a = {};
-
-	if (!is_target())
-		return 0;
-	a.nr = (int)ctx->id;
-	a.arg[0] = ctx->args[0];
-	a.arg[1] = ctx->args[1];
-	a.arg[2] = ctx->args[2];
-	return on_sys_enter(&a);
+	return enter_tracepoint(ctx, 3);
 }
 
 SEC("tracepoint")
 int handle_enter_args4(struct trace_event_raw_sys_enter *ctx)
 {
-	struct syscall_args a = {};
-
-	if (!is_target())
-		return 0;
-	a.nr = (int)ctx->id;
-	a.arg[0] = ctx->args[0];
-	a.arg[1] = ctx->args[1];
-	a.arg[2] = ctx->args[2];
-	a.arg[3] = ctx->args[3];
-	return on_sys_enter(&a);
+	return enter_tracepoint(ctx, 4);
 }
 
 /* BTF raw tracepoints sys_enter/sys_exit (no tracefs needed): the fallback.

@@ -578,14 +578,31 @@ def write_markdown(path: str, suite: Suite, command: str) -> None:
         "|" + "---|" * len(header),
     ]
     lines += ["| " + " | ".join(r.row()) + " |" for r in suite.results]
-    Path(path).write_text("\n".join(lines) + "\n" + ANALYSIS)
+    Path(path).write_text("\n".join(lines) + "\n" + ANALYSIS + _kept_analysis(path))
+
+
+KEPT_FROM = "## Against the targets"
+
+
+def _kept_analysis(path: str) -> str:
+    """The hand-written reading of the numbers (from KEPT_FROM on) survives a new
+    run: the table is regenerated, the analysis is updated by whoever reads it."""
+    try:
+        old = Path(path).read_text()
+    except OSError:
+        return ""
+    at = old.find(KEPT_FROM)
+    return "\n" + old[at:] if at >= 0 else ""
 
 
 ANALYSIS = """
-How to read it: a ratio is the median over the baseline's median, or for TPS
-the median of per-round ratios (each round runs every variant once, in a new
-order, so a pair shares the machine's state) with their range; the min–max
-column shows the spread across rounds. Benchmarks never fail on a number.
+How to read it: a ratio is the median over the baseline's median, or for TPS the
+median of per-round ratios (each round runs every variant once, in a new order)
+with their range; the min–max column shows the spread across rounds. "-raw": the
+probes (or the floor) on the raw `sys_enter`/`sys_exit` hook, the fallback when
+tracefs lacks the per-syscall events; without the suffix, the per-syscall
+tracepoints of the 16 I/O syscalls (the default, `tracer/syscall_hook.py`).
+Benchmarks never fail on a number.
 """
 
 

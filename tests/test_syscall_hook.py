@@ -15,7 +15,7 @@ import pytest
 from test_exact_iogen import assert_exact
 
 from mysqlio import doctor, syscall_hook
-from traced import read_json_line, run_iogen_traced, start_top, stop_top
+from traced import bpf_fdinfo, read_json_line, run_iogen_traced, start_top, stop_top
 
 BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_PROG_TYPE_TRACING = 26  # tp_btf
@@ -60,16 +60,7 @@ def test_doctor_names_the_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def prog_fdinfo(pid: int) -> list[dict[str, str]]:
     """fdinfo of each BPF program fd the process holds."""
-    progs = []
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            text = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
-        except OSError:
-            continue
-        info = dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
-        if "prog_type" in info:
-            progs.append({k: v.strip() for k, v in info.items()})
-    return progs
+    return [info for info in bpf_fdinfo(pid) if "prog_type" in info]
 
 
 @pytest.fixture

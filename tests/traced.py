@@ -46,25 +46,36 @@ COUNTERS = (
 )
 
 
-def held_bpf_ids(pid: int) -> dict[str, set[int]]:
-    """BPF object ids whose fds a process holds, by kind ("prog", "link", "map"),
-    from /proc/PID/fdinfo; empty sets once the process has gone."""
-    ids: dict[str, set[int]] = {"prog": set(), "link": set(), "map": set()}
+BPF_KINDS = ("prog", "link", "map")
+
+
+def bpf_fdinfo(pid: int) -> list[dict[str, str]]:
+    """/proc/PID/fdinfo of each BPF object fd a process holds, as key -> value
+    (prog_id, prog_type, run_cnt, map_id, link_id, ...); empty once it has gone."""
     try:
         fds = os.listdir(f"/proc/{pid}/fdinfo")
     except OSError:
-        return ids
+        return []
+    infos = []
     for fd in fds:
         try:
             with open(f"/proc/{pid}/fdinfo/{fd}") as f:
                 text = f.read()
         except OSError:
             continue
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            kind = key.removesuffix("_id")
-            if key.endswith("_id") and kind in ids:
-                ids[kind].add(int(value))
+        info = {key: value.strip() for key, _, value in (line.partition(":") for line in text.splitlines())}
+        if any(f"{kind}_id" in info for kind in BPF_KINDS):
+            infos.append(info)
+    return infos
+
+
+def held_bpf_ids(pid: int) -> dict[str, set[int]]:
+    """BPF object ids whose fds a process holds, by kind ("prog", "link", "map")."""
+    ids: dict[str, set[int]] = {kind: set() for kind in BPF_KINDS}
+    for info in bpf_fdinfo(pid):
+        for kind in BPF_KINDS:
+            if f"{kind}_id" in info:
+                ids[kind].add(int(info[f"{kind}_id"]))
     return ids
 
 

@@ -48,6 +48,9 @@ from mysqlio import syscall_hook
 from mysqlio.syscall_hook import Hook
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from traced import held_bpf_ids  # noqa: E402  (one fdinfo reader for tests and tools)
+
 IOGEN = REPO / "tools" / "iogen"
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 IO_SYSCALLS = (
@@ -141,15 +144,7 @@ def bpf_prog_stats(prog_ids: set[int]) -> dict[int, tuple[str, int, int]]:
 
 
 def held_prog_ids(pid: int) -> set[int]:
-    ids = set()
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
-                if line.startswith("prog_id:"):
-                    ids.add(int(line.split()[1]))
-        except OSError:
-            continue
-    return ids
+    return held_bpf_ids(pid)["prog"]
 
 
 def ensure_tracefs() -> None:
@@ -221,9 +216,7 @@ class Tracer:
             self._floor.load()
             self._floor.attach_all()
             if self.hook == "tracepoints":
-                for program, event in syscall_hook.attachments():
-                    floor_program = "floor_exit" if program == syscall_hook.EXIT_PROGRAM else "floor_enter"
-                    self._floor.attach_tracepoint(floor_program, "syscalls", event)
+                syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit")
         else:
             raise ValueError(self.name)
 

@@ -106,8 +106,7 @@ class IoProbe:
         try:
             self._obj.attach_all()
             if self.syscall_hook == "tracepoints":
-                for program, event in syscall_hook.attachments():
-                    self._obj.attach_tracepoint(program, "syscalls", event)
+                syscall_hook.attach(self._obj)
         except BaseException:
             self._obj.close()
             raise

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from mysqlio.libbpf import BpfObject
 
 Hook = Literal["tracepoints", "raw"]
 HOOK_ENV = "MYSQLIO_SYSCALL_HOOK"  # force one ("raw" / "tracepoints"), for tests and benchmarks
@@ -52,6 +55,17 @@ def attachments() -> Iterator[tuple[str, str]]:
             yield program, f"sys_enter_{syscall}"
     for syscall in traced_syscalls():
         yield EXIT_PROGRAM, f"sys_exit_{syscall}"
+
+
+def attach(obj: BpfObject, enter: str | None = None, exit: str | None = None) -> None:
+    """Attach a loaded object's programs to every per-syscall event: the probes'
+    own (ENTER_PROGRAMS, EXIT_PROGRAM), or one enter and one exit program in
+    their place (the benchmark's floor)."""
+    for program, event in attachments():
+        if program == EXIT_PROGRAM:
+            obj.attach_tracepoint(exit or program, "syscalls", event)
+        else:
+            obj.attach_tracepoint(enter or program, "syscalls", event)
 
 
 def tracefs_events_dir(dirs: tuple[str, ...] = TRACEFS_DIRS) -> str | None:

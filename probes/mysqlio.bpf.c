@@ -94,6 +94,13 @@
 
 const volatile __u32 targ_tgid = 0; /* 0 = every process */
 const volatile bool targ_record = false; /* stream one event per request */
+/* Kernel features, probed by userspace before load (tracer/kernel_features.py):
+ * the branch not taken is removed by the verifier, so a helper the kernel
+ * lacks may appear in it. */
+const volatile bool targ_task_storage = true; /* bpf_task_storage_get in tracing programs (5.13) */
+/* which argument of the io_uring tracepoints is the request (it moved) */
+const volatile __u32 targ_uring_submit_req_arg = 0;
+const volatile __u32 targ_uring_complete_req_arg = 1;
 
 struct drop_counters drops = {};
 
@@ -120,23 +127,23 @@ static __always_inline void count_unmatched(void)
 
 enum call_kind { CALL_FILE = 0, CALL_IO_SUBMIT = 1, CALL_IO_GETEVENTS = 2 };
 
-/* What sys_enter learnt, kept until sys_exit of the same thread. */
+/* What sys_enter learnt, kept until sys_exit of the same thread. For a
+ * read/write/sync syscall `req` is the request as record mode streams it
+ * (entry time, file identity read once at entry, offset, thread, op). */
 struct inflight {
+	struct pending_io req;
 	struct file *file; /* syscalls: the file the fd named at entry */
-	__u64 ino;         /* ... and its identity, read once at entry */
-	__u32 dev;
 	__u64 uptr;        /* io_submit: iocb pointer array; io_getevents: io_event array */
-	__u64 ts_ns;       /* entry time */
-	__s64 offset;      /* file offset of the request, -1 unknown */
 	__u32 nr;          /* io_submit: number of iocbs asked */
-	__u8 op;
 	__u8 kind;         /* enum call_kind */
 	__u8 active;       /* set at entry, cleared at exit */
 };
 
 /* Task-local storage: found from the task without hashing or locking (a hash
  * keyed by tid cost an update, a lookup and a delete per syscall); freed with
- * the thread. */
+ * the thread. Kernels whose tracing programs cannot use task storage (before
+ * 5.13) get it as a bounded LRU hash keyed by tid instead: userspace retypes
+ * the map before load and clears targ_task_storage. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -217,13 +224,34 @@ struct {
 	__type(value, struct pending_io);
 } aio_pending SEC(".maps"), uring_pending SEC(".maps");
 
-/* file_name is larger than the BPF stack allows */
+/* Per-CPU scratch space for what does not fit the BPF stack (512 bytes for
+ * the whole call chain; older verifiers count it more strictly). Two slots:
+ * an io_uring completion can run in an interrupt on a CPU whose syscall
+ * program it interrupted (Linux 5.10 completes direct I/O from the block
+ * layer's interrupt), so the two contexts never share one. */
+enum scratch_slot { SCRATCH_SYSCALL = 0, SCRATCH_URING = 1, SCRATCH_SLOTS };
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SCRATCH_SLOTS);
 	__type(key, __u32);
 	__type(value, struct file_name);
 } name_scratch SEC(".maps");
+
+/* The heads of struct inode and super_block, read in one probe read each */
+#define INODE_HEAD 96
+#define SB_HEAD 128
+struct heads {
+	char inode[INODE_HEAD];
+	char sb[SB_HEAD];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SCRATCH_SLOTS);
+	__type(key, __u32);
+	__type(value, struct heads);
+} heads_scratch SEC(".maps");
 
 static __always_inline bool is_target(void)
 {
@@ -232,19 +260,63 @@ static __always_inline bool is_target(void)
 	return !targ_tgid || tgid == targ_tgid;
 }
 
-/* The struct file an fd of the current task names, or NULL. The task's
- * fields are read directly (a BTF pointer: a plain load, not a helper call);
- * the fd array holds untyped pointers, hence one probe read. */
+/* bpf_get_current_task_btf (5.11) gives a BTF pointer whose fields are plain
+ * loads; before it, bpf_get_current_task and CO-RE probe reads. */
+#define HAS_TASK_BTF bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)
+
+/* The struct file an fd of the current task names, or NULL. The fd array
+ * holds untyped pointers, hence one probe read. */
 static struct file *fd_to_file(__u32 fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = task->files->fdt;
+	struct task_struct *task;
+	struct fdtable *fdt;
 	struct file *file = NULL;
+	struct file **fds;
 
-	if (!fdt || fd >= fdt->max_fds)
-		return NULL;
-	bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]);
+	if (HAS_TASK_BTF) {
+		task = bpf_get_current_task_btf();
+		fdt = task->files->fdt;
+		if (!fdt || fd >= fdt->max_fds)
+			return NULL;
+		fds = fdt->fd;
+	} else {
+		task = (struct task_struct *)bpf_get_current_task();
+		fdt = BPF_CORE_READ(task, files, fdt);
+		if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+			return NULL;
+		fds = BPF_CORE_READ(fdt, fd);
+	}
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	return file;
+}
+
+/* This thread's in-flight syscall: its task storage, or its row of the
+ * LRU hash on kernels without task storage for tracing programs. */
+static __always_inline struct inflight *inflight_get(void)
+{
+	__u32 tid;
+
+	if (targ_task_storage)
+		return bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL, 0);
+	tid = (__u32)bpf_get_current_pid_tgid();
+	return bpf_map_lookup_elem(&inflight, &tid);
+}
+
+static __always_inline int inflight_put(const struct inflight *call)
+{
+	struct inflight *slot;
+	__u32 tid;
+
+	if (targ_task_storage) {
+		slot = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL,
+					    BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!slot)
+			return -1;
+		*slot = *call;
+		return 0;
+	}
+	tid = (__u32)bpf_get_current_pid_tgid();
+	return bpf_map_update_elem(&inflight, &tid, call, BPF_ANY);
 }
 
 /* A file as it is accounted: its pointer (for the path walk) and identity. */
@@ -259,8 +331,6 @@ struct file_ref {
  * s_dev, s_magic) all lie in the first bytes on the kernels seen. Their
  * offsets are CO-RE relocated constants: a field beyond the head (another
  * layout) is read on its own instead, never taken as 0. */
-#define INODE_HEAD 96
-#define SB_HEAD 128
 #define HEAD_FIELD(head, ptr, type, field)                                                          \
 	(bpf_core_field_offset(type, field) + sizeof(((type *)0)->field) <= sizeof(head)            \
 		 ? *(__typeof__(((type *)0)->field) *)((head) + bpf_core_field_offset(type, field)) \
@@ -269,9 +339,9 @@ struct file_ref {
 /* Fill ref for a file that is storage: a regular file or a block device,
  * and not a regular file of a pseudo filesystem (mysqld reads /proc and
  * /sys). Every field is read here once, so the exit path reads none. */
-static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref)
+static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref, __u32 slot)
 {
-	char inode_head[INODE_HEAD], sb_head[SB_HEAD];
+	struct heads *heads;
 	struct inode *inode;
 	struct super_block *sb;
 	__u64 magic;
@@ -279,32 +349,34 @@ static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref)
 
 	if (!file)
 		return false;
-	inode = BPF_CORE_READ(file, f_inode);
-	if (bpf_probe_read_kernel(inode_head, sizeof(inode_head), inode))
+	heads = bpf_map_lookup_elem(&heads_scratch, &slot);
+	if (!heads)
 		return false;
-	mode = HEAD_FIELD(inode_head, inode, struct inode, i_mode) & S_IFMT;
+	inode = BPF_CORE_READ(file, f_inode);
+	if (bpf_probe_read_kernel(heads->inode, sizeof(heads->inode), inode))
+		return false;
+	mode = HEAD_FIELD(heads->inode, inode, struct inode, i_mode) & S_IFMT;
 	if (mode != S_IFBLK && mode != S_IFREG)
 		return false;
-	sb = HEAD_FIELD(inode_head, inode, struct inode, i_sb);
-	if (bpf_probe_read_kernel(sb_head, sizeof(sb_head), sb))
+	sb = HEAD_FIELD(heads->inode, inode, struct inode, i_sb);
+	if (bpf_probe_read_kernel(heads->sb, sizeof(heads->sb), sb))
 		return false;
 	if (mode == S_IFREG) {
-		magic = HEAD_FIELD(sb_head, sb, struct super_block, s_magic);
+		magic = HEAD_FIELD(heads->sb, sb, struct super_block, s_magic);
 		if (magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
 		    magic == CGROUP2_SUPER_MAGIC)
 			return false;
 	}
 	ref->file = file;
-	ref->ino = HEAD_FIELD(inode_head, inode, struct inode, i_ino);
-	ref->dev = HEAD_FIELD(sb_head, sb, struct super_block, s_dev);
+	ref->ino = HEAD_FIELD(heads->inode, inode, struct inode, i_ino);
+	ref->dev = HEAD_FIELD(heads->sb, sb, struct super_block, s_dev);
 	return true;
 }
 
 /* Remember the path of a file userspace may never see open (it can be
  * closed before the next /proc read): walk dentries up, across mounts. */
-static __noinline void remember_name(struct file *file, struct file_id *id)
+static __noinline void remember_name(struct file *file, struct file_id *id, __u32 slot)
 {
-	__u32 zero = 0;
 	struct file_name *name;
 	struct dentry *dentry, *parent, *mnt_root;
 	struct vfsmount *vfsmnt;
@@ -314,7 +386,7 @@ static __noinline void remember_name(struct file *file, struct file_id *id)
 
 	if (bpf_map_lookup_elem(&names, id))
 		return;
-	name = bpf_map_lookup_elem(&name_scratch, &zero);
+	name = bpf_map_lookup_elem(&name_scratch, &slot);
 	if (!name)
 		return;
 	name->depth = 0;
@@ -355,11 +427,14 @@ static __noinline void remember_name(struct file *file, struct file_id *id)
 	bpf_map_update_elem(&names, id, name, BPF_NOEXIST);
 }
 
+/* a new row's initial value (read-only data: not on the stack) */
+static const struct file_op_stats zero_stats = {};
+
 /* Add one request's outcome to its file's row in the active stats map. */
 static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret)
 {
 	struct file_op_key key = {};
-	struct file_op_stats *stats, fresh = {};
+	struct file_op_stats *stats;
 	struct thread_name thread;
 	struct file_id id = {};
 	__u32 zero = 0;
@@ -379,7 +454,7 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 	stats = bpf_map_lookup_elem(active, &key);
 	if (!stats) {
 		/* -EEXIST here only means another CPU created the row first */
-		bpf_map_update_elem(active, &key, &fresh, BPF_NOEXIST);
+		bpf_map_update_elem(active, &key, &zero_stats, BPF_NOEXIST);
 		stats = bpf_map_lookup_elem(active, &key);
 		if (!stats) {
 			__sync_fetch_and_add(&drops.stats_full, 1);
@@ -387,7 +462,7 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 		}
 		id.ino = key.ino;
 		id.dev = key.dev;
-		remember_name(file->file, &id);
+		remember_name(file->file, &id, api == MIO_API_IO_URING ? SCRATCH_URING : SCRATCH_SYSCALL);
 		/* a thread's name can change (MySQL names its threads after start) */
 		bpf_get_current_comm(thread.comm, sizeof(thread.comm));
 		bpf_map_update_elem(&threads, &key.tid, &thread, BPF_ANY);
@@ -455,15 +530,36 @@ static __always_inline __u32 lat_slot_of(__u64 ns)
 	return slot < LAT_SLOTS ? slot : LAT_SLOTS - 1;
 }
 
+/* Keep the largest latency of a row. With BPF's compare-and-swap (Linux 5.12)
+ * the maximum is exact even when CPUs race on the same row. Kernels before it
+ * reject the instruction anywhere in a program, so they load the *_nocas
+ * programs instead, whose plain store can lose a larger value to a smaller
+ * one written at the same instant by another CPU. */
+static __always_inline void lat_max(struct lat_hist *hist, __u64 lat_ns, const bool cas)
+{
+	__u64 old;
+	int i;
+
+	if (!cas) {
+		if (lat_ns > hist->max_ns)
+			hist->max_ns = lat_ns;
+		return;
+	}
+	for (i = 0; i < 4; i++) {
+		old = hist->max_ns;
+		if (lat_ns <= old || __sync_val_compare_and_swap(&hist->max_ns, old, lat_ns) == old)
+			break;
+	}
+}
+
 /* Add one completed request's latency to its (file, op, api) histogram. */
-__noinline int record_latency(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat_ns)
+static __always_inline int record_latency_in(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat_ns,
+					     const bool cas)
 {
 	struct lat_key key = {};
 	struct lat_hist *hist, *zero_hist;
 	__u32 zero = 0, slot;
-	__u64 old;
 	void *active;
-	int i;
 
 	active = bpf_map_lookup_elem(&lat_slot, &zero);
 	if (!active)
@@ -485,18 +581,29 @@ __noinline int record_latency(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat
 		}
 	}
 	slot = lat_slot_of(lat_ns);
-	if (slot >= LAT_SLOTS)
-		return 0;
+	/* a mask the verifier sees (LAT_SLOTS is a power of two): clang knows
+	 * slot < LAT_SLOTS and drops a comparison, and the 6.1 verifier then
+	 * finds the index unbounded; the barrier keeps the mask */
+	barrier_var(slot);
+	slot &= LAT_SLOTS - 1;
 	__sync_fetch_and_add(&hist->slots[slot], 1);
 	__sync_fetch_and_add(&hist->sum_ns, lat_ns);
-	/* the maximum, exact even when CPUs race on the same row */
-	for (i = 0; i < 4; i++) {
-		old = hist->max_ns;
-		if (lat_ns <= old || __sync_val_compare_and_swap(&hist->max_ns, old, lat_ns) == old)
-			break;
-	}
+	lat_max(hist, lat_ns, cas);
 	return 0;
 }
+
+__noinline int record_latency(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat_ns)
+{
+	return record_latency_in(dev, ino, op, api, lat_ns, true);
+}
+
+__noinline int record_latency_nocas(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat_ns)
+{
+	return record_latency_in(dev, ino, op, api, lat_ns, false);
+}
+
+/* cas is a constant at every call site: only one of the two is compiled in */
+#define RECORD_LATENCY(cas, ...) ((cas) ? record_latency(__VA_ARGS__) : record_latency_nocas(__VA_ARGS__))
 
 static __always_inline __u32 current_tid(void)
 {
@@ -572,7 +679,7 @@ static __always_inline bool is_io_syscall(long nr)
 /* A traced syscall starts: remember what it acts on until its exit. */
 static __always_inline int on_sys_enter(const struct syscall_args *a)
 {
-	struct inflight call = {}, *slot;
+	struct inflight call = {};
 	struct file_ref ref;
 	int op;
 
@@ -587,23 +694,19 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 		op = syscall_op(a->nr);
 		if (op < 0)
 			return 0;
-		if (!file_ref_of(fd_to_file(a->arg[0]), &ref))
+		if (!file_ref_of(fd_to_file(a->arg[0]), &ref, SCRATCH_SYSCALL))
 			return 0;
 		call.file = ref.file;
-		call.ino = ref.ino;
-		call.dev = ref.dev;
-		call.op = op;
-		call.offset = targ_record ? syscall_offset(a, ref.file) : -1;
-	}
-	slot = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL,
-				    BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!slot) {
-		__sync_fetch_and_add(&drops.inflight_full, 1);
-		return 0;
+		call.req.ino = ref.ino;
+		call.req.dev = ref.dev;
+		call.req.op = op;
+		call.req.offset = targ_record ? syscall_offset(a, ref.file) : -1;
+		call.req.tid = current_tid();
 	}
 	call.active = 1;
-	call.ts_ns = bpf_ktime_get_ns();
-	*slot = call;
+	call.req.ts_ns = bpf_ktime_get_ns();
+	if (inflight_put(&call))
+		__sync_fetch_and_add(&drops.inflight_full, 1);
 	return 0;
 }
 
@@ -735,7 +838,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	default:
 		return 0;
 	}
-	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file))
+	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_SYSCALL))
 		return 0;
 	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
 	pending.ts_ns = submit_ns;
@@ -766,11 +869,11 @@ static __always_inline void account_io_submit(struct inflight *call, long ret)
 		if (i >= call->nr)
 			return;
 		if (i < accepted) {
-			account_iocb(call->uptr, i, true, call->ts_ns, ret);
+			account_iocb(call->uptr, i, true, call->req.ts_ns, ret);
 			continue;
 		}
 		/* io_submit stops at the first iocb it rejects */
-		account_iocb(call->uptr, i, false, call->ts_ns, ret);
+		account_iocb(call->uptr, i, false, call->req.ts_ns, ret);
 		return;
 	}
 	if (call->nr > MAX_IOCBS && accepted > MAX_IOCBS)
@@ -778,7 +881,7 @@ static __always_inline void account_io_submit(struct inflight *call, long ret)
 }
 
 /* completions returned by io_getevents, matched to their submission */
-static __always_inline void complete_aio(struct inflight *call, long ret)
+static __always_inline void complete_aio(struct inflight *call, long ret, const bool cas)
 {
 	struct io_event ev;
 	struct pending_io *pending;
@@ -797,7 +900,7 @@ static __always_inline void complete_aio(struct inflight *call, long ret)
 			continue;
 		}
 		if ((__s64)ev.res >= 0)
-			record_latency(pending->dev, pending->ino, pending->op, MIO_API_LIBAIO,
+			RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_LIBAIO,
 				       bpf_ktime_get_ns() - pending->ts_ns);
 		if (targ_record)
 			emit(pending, MIO_API_LIBAIO, ev.res);
@@ -814,39 +917,29 @@ static __always_inline void complete_aio(struct inflight *call, long ret)
 }
 
 /* A traced syscall returns: account what its entry remembered. */
-static __always_inline int on_sys_exit(long ret)
+static __always_inline int on_sys_exit(long ret, const bool cas)
 {
-	struct pending_io req = {};
 	struct inflight *call;
 	struct file_ref file;
-	__u32 tid;
 
-	call = bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL, 0);
+	call = inflight_get();
 	if (!call || !call->active)
 		return 0;
 	call->active = 0;
-	tid = current_tid();
 	if (call->kind == CALL_IO_SUBMIT) {
 		account_io_submit(call, ret);
 	} else if (call->kind == CALL_IO_GETEVENTS) {
-		complete_aio(call, ret);
+		complete_aio(call, ret, cas);
 	} else {
 		file.file = call->file;
-		file.ino = call->ino;
-		file.dev = call->dev;
-		account(&file, call->op, MIO_API_SYSCALL, ret);
+		file.ino = call->req.ino;
+		file.dev = call->req.dev;
+		account(&file, call->req.op, MIO_API_SYSCALL, ret);
 		if (ret >= 0)
-			record_latency(call->dev, call->ino, call->op, MIO_API_SYSCALL,
-				       bpf_ktime_get_ns() - call->ts_ns);
-		if (targ_record) {
-			req.ts_ns = call->ts_ns;
-			req.dev = call->dev;
-			req.ino = call->ino;
-			req.offset = call->offset;
-			req.tid = tid;
-			req.op = call->op;
-			emit(&req, MIO_API_SYSCALL, ret);
-		}
+			RECORD_LATENCY(cas, call->req.dev, call->req.ino, call->req.op, MIO_API_SYSCALL,
+				       bpf_ktime_get_ns() - call->req.ts_ns);
+		if (targ_record)
+			emit(&call->req, MIO_API_SYSCALL, ret);
 	}
 	return 0;
 }
@@ -857,7 +950,15 @@ int handle_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_sys_exit(ctx->ret);
+	return on_sys_exit(ctx->ret, true);
+}
+
+SEC("tracepoint")
+int handle_exit_nocas(struct trace_event_raw_sys_exit *ctx)
+{
+	if (!is_target())
+		return 0;
+	return on_sys_exit(ctx->ret, false);
 }
 
 SEC("tp_btf/sys_exit")
@@ -866,7 +967,15 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	/* cheap syscall-number test first: most syscalls are not ours */
 	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
-	return on_sys_exit(ret);
+	return on_sys_exit(ret, true);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit_nocas, struct pt_regs *regs, long ret)
+{
+	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
+		return 0;
+	return on_sys_exit(ret, false);
 }
 
 static __always_inline bool uring_req_is_target(struct io_kiocb *req)
@@ -905,11 +1014,31 @@ static __always_inline int uring_op(struct io_kiocb *req)
 	return -1;
 }
 
-/* remember when each request was submitted (latency), and where it acts
- * (prep has run: io_rw's kiocb.ki_pos holds the SQE offset) */
-SEC("tp_btf/io_uring_submit_req")
-int BPF_PROG(handle_uring_submit, struct io_kiocb *req)
+/* The request argument of an io_uring tracepoint. Its position moved across
+ * kernels (io_uring_submit_sqe(ctx, req, ...) in 5.15, (req, ...) from 5.19,
+ * renamed io_uring_submit_req in 6.4; io_uring_complete(ctx, req, ...) since
+ * 5.15, no request at all in 5.10): userspace reads the tracepoint's BTF and
+ * sets the index; a constant, so only that load is verified. */
+static __always_inline struct io_kiocb *uring_req_arg(__u64 *ctx, __u32 index)
 {
+	__u64 req;
+
+	/* one load at a constant offset per branch (clang would otherwise load
+	 * from ctx + index * 8, a modified context pointer the verifier refuses) */
+	if (index == 0)
+		asm volatile("%0 = *(u64 *)(%1 + 0)" : "=r"(req) : "r"(ctx));
+	else
+		asm volatile("%0 = *(u64 *)(%1 + 8)" : "=r"(req) : "r"(ctx));
+	return (struct io_kiocb *)req;
+}
+
+/* remember when each request was submitted (latency), and where it acts
+ * (prep has run: io_rw's kiocb.ki_pos holds the SQE offset); attached to
+ * io_uring_submit_sqe instead where the kernel has that name */
+SEC("tp_btf/io_uring_submit_req")
+int handle_uring_submit(__u64 *ctx)
+{
+	struct io_kiocb *req = uring_req_arg(ctx, targ_uring_submit_req_arg);
 	struct pending_io pending = {};
 	__u64 key = (__u64)req;
 	int op;
@@ -928,9 +1057,9 @@ int BPF_PROG(handle_uring_submit, struct io_kiocb *req)
 	return 0;
 }
 
-SEC("tp_btf/io_uring_complete")
-int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
+static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 {
+	struct io_kiocb *req = uring_req_arg(ctx, targ_uring_complete_req_arg);
 	struct pending_io *pending;
 	struct file_ref file;
 	__u64 key = (__u64)req;
@@ -948,7 +1077,7 @@ int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
 		__sync_fetch_and_add(&drops.uring_no_file, 1);
 		return 0;
 	}
-	if (!file_ref_of(file.file, &file))
+	if (!file_ref_of(file.file, &file, SCRATCH_URING))
 		return 0;
 	account(&file, op, MIO_API_IO_URING, res);
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
@@ -959,12 +1088,24 @@ int BPF_PROG(handle_uring_complete, void *ring_ctx, struct io_kiocb *req)
 	pending->dev = file.dev;
 	pending->ino = file.ino;
 	if (res >= 0)
-		record_latency(pending->dev, pending->ino, op, MIO_API_IO_URING,
+		RECORD_LATENCY(cas, pending->dev, pending->ino, op, MIO_API_IO_URING,
 			       bpf_ktime_get_ns() - pending->ts_ns);
 	if (targ_record)
 		emit(pending, MIO_API_IO_URING, res);
 	bpf_map_delete_elem(&uring_pending, &key);
 	return 0;
+}
+
+SEC("tp_btf/io_uring_complete")
+int handle_uring_complete(__u64 *ctx)
+{
+	return on_uring_complete(ctx, true);
+}
+
+SEC("tp_btf/io_uring_complete")
+int handle_uring_complete_nocas(__u64 *ctx)
+{
+	return on_uring_complete(ctx, false);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -11,10 +11,12 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import platform
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from mysqlio import verifier_log
 from mysqlio.errors import BpfError
 
 BTF_KIND_VAR = 14
@@ -41,6 +43,10 @@ class _BtfVarSecinfo(ctypes.Structure):
     _fields_ = [("type", ctypes.c_uint32), ("offset", ctypes.c_uint32), ("size", ctypes.c_uint32)]
 
 
+class _BtfParam(ctypes.Structure):
+    _fields_ = [("name_off", ctypes.c_uint32), ("type", ctypes.c_uint32)]
+
+
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 
@@ -65,6 +71,14 @@ class _Lib:
             "bpf_map__value_size": (u32, [vp]),
             "bpf_map__max_entries": (u32, [vp]),
             "bpf_map__set_max_entries": (i, [vp, u32]),
+            "bpf_map__set_type": (i, [vp, i]),
+            "bpf_map__set_map_flags": (i, [vp, u32]),
+            "bpf_map__set_key_size": (i, [vp, u32]),
+            "bpf_map__set_value_size": (i, [vp, u32]),
+            "bpf_program__set_attach_target": (i, [vp, i, cp]),
+            "libbpf_probe_bpf_helper": (i, [i, i, vp]),
+            "libbpf_probe_bpf_map_type": (i, [i, vp]),
+            "bpf_prog_load": (i, [i, cp, cp, vp, ctypes.c_size_t, vp]),
             "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
             "bpf_program__name": (cp, [vp]),
             "bpf_object__find_program_by_name": (vp, [vp, cp]),
@@ -104,14 +118,39 @@ _log: list[str] = []
 _log_size = [0]  # characters in _log (summing it at every line was quadratic)
 
 
+# The size of a va_list as the callback receives it: x86_64 passes a pointer
+# to a 24-byte struct, arm64 (a 32-byte struct by value) a pointer to a copy.
+_VA_LIST_SIZE = 32 if platform.machine() in ("aarch64", "arm64") else 24
+_LINE_BUF = 4096
+_MESSAGE_HEAD = 20_000  # of a message longer than _LOG_LIMIT: its head and tail are kept
+
+
+def _format(fmt: bytes, va_list: int) -> str:
+    """One libbpf message. libbpf prints a whole verifier log in one message
+    (megabytes when a program is refused); its reason is at the end, so a
+    message longer than the line buffer is formatted again at full length
+    from a saved copy of the va_list (vsnprintf consumes it)."""
+    lib = _get()
+    saved = ctypes.string_at(va_list, _VA_LIST_SIZE)
+    buf = ctypes.create_string_buffer(_LINE_BUF)
+    n = lib.vsnprintf(buf, len(buf), fmt, va_list)
+    if n >= len(buf):
+        ctypes.memmove(va_list, saved, _VA_LIST_SIZE)
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.vsnprintf(buf, len(buf), fmt, va_list)
+    text = buf.value.decode(errors="replace")
+    if len(text) > _LOG_LIMIT:
+        cut = len(text) - _LOG_LIMIT
+        text = f"{text[:_MESSAGE_HEAD]}\n... [{cut} characters of the log left out] ...\n{text[_MESSAGE_HEAD + cut :]}"
+    return text
+
+
 def _print_to_log(level: int, fmt: bytes, va_list: int) -> int:
-    buf = ctypes.create_string_buffer(4096)
-    n = _get().vsnprintf(buf, len(buf), fmt, va_list)
-    if _log_size[0] < _LOG_LIMIT:
-        line = buf.value.decode(errors="replace")
+    if _log_size[0] < _LOG_LIMIT * 2:
+        line = _format(fmt, va_list)
         _log.append(line)
         _log_size[0] += len(line)
-    return n
+    return 0
 
 
 # ctypes callbacks must outlive every call that may use them.
@@ -284,15 +323,53 @@ class BpfObject:
             raise _errno_error(f"resizing map {name}")
         bpf_map.max_entries = entries
 
+    def retype_map(self, name: str, map_type: int, max_entries: int, flags: int = 0) -> None:
+        """Before load: give a map another type (a fallback for a map type the
+        kernel lacks), with its entry count and flags."""
+        bpf_map = self._maps[name]
+        lib = self._lib
+        if (
+            lib.bpf_map__set_type(bpf_map.handle, map_type)
+            or lib.bpf_map__set_map_flags(bpf_map.handle, flags)
+            or lib.bpf_map__set_max_entries(bpf_map.handle, max_entries)
+        ):
+            raise _errno_error(f"retyping map {name}")
+        bpf_map.max_entries = max_entries
+
+    def set_key_size(self, name: str, size: int) -> None:
+        if self._lib.bpf_map__set_key_size(self._maps[name].handle, size):
+            raise _errno_error(f"resizing the keys of map {name}")
+        self._maps[name].key_size = size
+
+    def set_value_size(self, name: str, size: int) -> None:
+        if self._lib.bpf_map__set_value_size(self._maps[name].handle, size):
+            raise _errno_error(f"resizing the values of map {name}")
+        self._maps[name].value_size = size
+
+    def set_attach_target(self, program: str, target: str) -> None:
+        """Before load: attach a tp_btf program to another tracepoint than its section names."""
+        prog = self._program(program)
+        if self._lib.bpf_program__set_attach_target(prog, 0, target.encode()):
+            raise _errno_error(f"retargeting {program} to {target}")
+
+    def _program(self, name: str) -> int:
+        prog = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
+        if not prog:
+            raise BpfError(f"no program {name} in the BPF object")
+        return prog
+
     def load(self) -> None:
         ctypes.set_errno(0)
         if self._lib.bpf_object__load(self._obj):
-            raise _errno_error("loading the BPF programs into the kernel")
+            err = _errno_error("loading the BPF programs into the kernel")
+            refusal = verifier_log.refusal(err.log)
+            if refusal:
+                raise BpfError(f"the kernel refused the probes: {refusal}", log=err.log)
+            raise err
 
     def disable_program(self, name: str) -> None:
         """Before load: leave a program out (not loaded, not attached)."""
-        prog = self._lib.bpf_object__find_program_by_name(self._obj, name.encode())
-        if not prog or self._lib.bpf_program__set_autoload(prog, False):
+        if self._lib.bpf_program__set_autoload(self._program(name), False):
             raise BpfError(f"cannot leave out program {name}")
 
     def attach_all(self) -> None:
@@ -312,9 +389,7 @@ class BpfObject:
     def attach_tracepoint(self, program: str, category: str, event: str) -> None:
         """Attach a loaded program to tracefs event category:event (one program
         can be attached to many)."""
-        prog = self._lib.bpf_object__find_program_by_name(self._obj, program.encode())
-        if not prog:
-            raise BpfError(f"no program {program} in the BPF object")
+        prog = self._program(program)
         ctypes.set_errno(0)
         link = self._lib.bpf_program__attach_tracepoint(prog, category.encode(), event.encode())
         if not link:
@@ -355,6 +430,66 @@ class BpfObject:
 
 
 BTF_KIND_TYPEDEF = 8
+_BTF_MODIFIERS = (8, 9, 10, 11, 18)  # typedef, volatile, const, restrict, type_tag
+
+
+class BtfTypes:
+    """A parsed BTF file (the kernel's /sys/kernel/btf/vmlinux), read by type id."""
+
+    def __init__(self, path: str) -> None:
+        self._lib = _get().lib
+        ctypes.set_errno(0)
+        self._btf = self._lib.btf__parse(path.encode(), None)
+        if not self._btf:
+            err = ctypes.get_errno()
+            raise OSError(err, f"btf__parse({path}) failed: {os.strerror(err) if err else 'unknown error'}")
+
+    def find(self, name: str, kind: int) -> int:
+        """The id of the type of that name and kind, <= 0 when there is none."""
+        return self._lib.btf__find_by_name_kind(self._btf, name.encode(), kind)
+
+    def _type(self, type_id: int) -> _BtfType:
+        return self._lib.btf__type_by_id(self._btf, type_id).contents
+
+    def kind(self, type_id: int) -> int:
+        return (self._type(type_id).info >> 24) & 0x1F if type_id else 0
+
+    def name(self, type_id: int) -> str:
+        return self._lib.btf__name_by_offset(self._btf, self._type(type_id).name_off).decode()
+
+    def target(self, type_id: int) -> int:
+        """What a pointer, typedef or modifier refers to."""
+        return self._type(type_id).size
+
+    def resolve(self, type_id: int) -> int:
+        """The type behind typedefs and const/volatile/restrict modifiers."""
+        while type_id and self.kind(type_id) in _BTF_MODIFIERS:
+            type_id = self.target(type_id)
+        return type_id
+
+    def func_params(self, proto_id: int) -> list[int]:
+        """The parameter type ids of a FUNC_PROTO."""
+        head = self._type(proto_id)
+        vlen = head.info & 0xFFFF
+        if not vlen:
+            return []
+        params = ctypes.cast(ctypes.addressof(head) + ctypes.sizeof(_BtfType), ctypes.POINTER(_BtfParam * vlen))
+        return [p.type for p in params.contents]
+
+    def close(self) -> None:
+        if self._btf:
+            self._lib.btf__free(self._btf)
+            self._btf = None
+
+    def __enter__(self) -> BtfTypes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_btf(path: str = "/sys/kernel/btf/vmlinux") -> BtfTypes:
+    return BtfTypes(path)
 
 
 def kernel_btf_has(
@@ -363,16 +498,13 @@ def kernel_btf_has(
     """Which of `names` the kernel's BTF defines (e.g. btf_trace_<tracepoint>
     typedefs: a tp_btf program loads only if its tracepoint's is there).
     Raises OSError when the BTF file cannot be parsed."""
-    lib = _get().lib
-    ctypes.set_errno(0)
-    btf = lib.btf__parse(path.encode(), None)
-    if not btf:
-        err = ctypes.get_errno()
-        raise OSError(err, f"btf__parse({path}) failed: {os.strerror(err) if err else 'unknown error'}")
-    try:
-        return {name: lib.btf__find_by_name_kind(btf, name.encode(), kind) > 0 for name in names}
-    finally:
-        lib.btf__free(btf)
+    with read_btf(path) as btf:
+        return {name: btf.find(name, kind) > 0 for name in names}
+
+
+def lib() -> Any:
+    """The libbpf CDLL with its signatures declared."""
+    return _get().lib
 
 
 def libbpf_log() -> str:

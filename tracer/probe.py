@@ -15,12 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mysqlio import bpf_types as bt
-from mysqlio import syscall_hook
+from mysqlio import kernel_features, syscall_hook
+from mysqlio.errors import BpfError
+from mysqlio.kernel_features import KernelFeatures
 from mysqlio.latency import Histogram
-from mysqlio.libbpf import BpfMap, BpfObject, kernel_btf_has
+from mysqlio.libbpf import BpfMap, BpfObject
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
-URING_SUBMIT_BTF = "btf_trace_io_uring_submit_req"
+BPF_MAP_TYPE_HASH_LRU = 9
+BPF_MAP_TYPE_ARRAY = 2
+# threads with a syscall in flight, on kernels without task storage (the LRU
+# evicts the rows of threads that exited)
+MAX_INFLIGHT_THREADS = 16384
+# programs built twice: without the compare-and-swap instruction for kernels
+# that lack BPF atomics (the verifier rejects it even where it is never run)
+NOCAS_SUFFIX = "_nocas"
+CAS_PROGRAMS = ("handle_exit", "handle_sys_exit", "handle_uring_complete")
 
 
 def bpf_object_path() -> str:
@@ -85,28 +95,21 @@ class IoProbe:
         self.pid = pid
         self._obj = BpfObject(object_path or bpf_object_path())
         self._check_layout()
-        # io_uring_submit_req is the name since Linux 6.3 (io_uring_submit_sqe before):
-        # without it io_uring requests are still counted, at completion, but not timed
-        self.uring_latency = kernel_btf_has([URING_SUBMIT_BTF])[URING_SUBMIT_BTF]
-        if not self.uring_latency:
-            self._obj.disable_program("handle_uring_submit")
-        self.syscall_hook = syscall_hook.choose_hook()
-        unused = (
-            syscall_hook.RAW_PROGRAMS
-            if self.syscall_hook == "tracepoints"
-            else (*syscall_hook.ENTER_PROGRAMS, syscall_hook.EXIT_PROGRAM)
-        )
-        for program in unused:
-            self._obj.disable_program(program)
+        try:
+            self.features = kernel_features.probe()
+            self._adapt(self.features, record=bool(record_ring_bytes))
+        except BaseException:
+            self._obj.close()
+            raise
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
             self._obj.set_max_entries("events", record_ring_bytes)
-        self._obj.load()
         try:
+            self._obj.load()
             self._obj.attach_all()
             if self.syscall_hook == "tracepoints":
-                syscall_hook.attach(self._obj)
+                syscall_hook.attach(self._obj, exit=self._program(syscall_hook.EXIT_PROGRAM))
         except BaseException:
             self._obj.close()
             raise
@@ -117,6 +120,52 @@ class IoProbe:
         self._next_aging = time.monotonic() + AGING_EVERY_S
         self._names = self._obj.map("names")
         self._threads = self._obj.map("threads")
+
+    def _program(self, name: str) -> str:
+        """The variant of a program this kernel loads."""
+        return name + NOCAS_SUFFIX if name in CAS_PROGRAMS and not self.features.atomics else name
+
+    def _adapt(self, features: KernelFeatures, record: bool) -> None:
+        """Shape the object to this kernel before load: fallbacks for what it
+        lacks, programs it cannot take left out (kernel_features.degraded()
+        says what each costs)."""
+        obj = self._obj
+        if not features.task_storage:
+            obj.retype_map("inflight", BPF_MAP_TYPE_HASH_LRU, MAX_INFLIGHT_THREADS)
+            obj.set_rodata("targ_task_storage", ctypes.c_bool(False))
+        if not features.ringbuf:
+            if record:
+                raise BpfError(
+                    "record needs the BPF ring buffer (Linux 5.8 or a kernel with it backported), which this "
+                    "kernel lacks; top and exporter work here, or record with --backend stap"
+                )
+            obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)  # referenced, never used in top mode
+            obj.set_key_size("events", 4)
+            obj.set_value_size("events", 8)
+        for name in CAS_PROGRAMS:
+            obj.disable_program(name if name != self._program(name) else name + NOCAS_SUFFIX)
+        complete = self._program("handle_uring_complete")
+        self.uring_counted = features.uring_complete_req_arg is not None
+        if self.uring_counted:
+            obj.set_rodata("targ_uring_complete_req_arg", ctypes.c_uint32(features.uring_complete_req_arg or 0))
+        else:
+            obj.disable_program(complete)
+        # io_uring requests are timed from a submission tracepoint that carries the request
+        self.uring_latency = self.uring_counted and features.uring_submit is not None
+        if self.uring_latency and features.uring_submit:
+            tracepoint, arg = features.uring_submit
+            obj.set_attach_target("handle_uring_submit", tracepoint)
+            obj.set_rodata("targ_uring_submit_req_arg", ctypes.c_uint32(arg))
+        else:
+            obj.disable_program("handle_uring_submit")
+        self.syscall_hook = syscall_hook.choose_hook()
+        unused = (
+            syscall_hook.RAW_PROGRAMS
+            if self.syscall_hook == "tracepoints"
+            else (*syscall_hook.ENTER_PROGRAMS, syscall_hook.EXIT_PROGRAM)
+        )
+        for program in unused:
+            obj.disable_program(self._program(program))
 
     def _check_layout(self) -> None:
         """Fail loudly if probes/mysqlio.h and bpf_types.py disagree."""

@@ -1,0 +1,204 @@
+"""What this kernel's BPF can do, found by probing it, never by its version.
+
+Vendor kernels (RHEL 8's 4.18, RHEL 9's 5.14) carry backports, so a version
+number says little. Each feature is asked of the kernel itself: a helper or
+map type through libbpf's probes (a tiny program or map is loaded), an
+instruction by loading a program that uses it, a tracepoint's arguments from
+the kernel's BTF. The probe object adapts to the answers before load
+(tracer/probe.py): a map retyped, a program left out or retargeted, a
+`const volatile` switch. `degraded()` says what a missing feature costs.
+
+MYSQLIO_KERNEL_FEATURES=-task_storage,-atomics,... pretends a feature is
+missing, so the fallbacks are tested on any kernel (they also run for real on
+the old kernels of the kernel matrix).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from dataclasses import dataclass, replace
+
+from mysqlio import libbpf
+
+BTF_PATH = "/sys/kernel/btf/vmlinux"
+FEATURES_ENV = "MYSQLIO_KERNEL_FEATURES"
+
+# uapi enum values (stable)
+BPF_PROG_TYPE_SOCKET_FILTER = 1
+BPF_PROG_TYPE_TRACEPOINT = 5
+BPF_MAP_TYPE_RINGBUF = 27
+BPF_FUNC_task_storage_get = 156
+BPF_FUNC_get_current_task_btf = 158
+
+BTF_KIND_PTR = 2
+BTF_KIND_STRUCT = 4
+BTF_KIND_TYPEDEF = 8
+BTF_KIND_FUNC_PROTO = 13
+
+
+@dataclass(frozen=True)
+class KernelFeatures:
+    """The answers; each field names its upstream floor for the docs, not for a check."""
+
+    task_storage: bool  # bpf_task_storage_get from tracing programs (5.13)
+    task_btf: bool  # bpf_get_current_task_btf (5.11)
+    atomics: bool  # BPF_ATOMIC compare-and-swap (5.12)
+    ringbuf: bool  # BPF_MAP_TYPE_RINGBUF (5.8)
+    # position of the request among io_uring_complete's arguments (None: the
+    # tracepoint has no request pointer, as before 5.15, or no tracepoint)
+    uring_complete_req_arg: int | None
+    # the tracepoint that sees an io_uring request at submission and the
+    # request's position there (io_uring_submit_req from 6.4, _sqe before)
+    uring_submit: tuple[str, int] | None
+
+    def degraded(self) -> list[str]:
+        """What this kernel costs the user, one sentence each (empty: nothing)."""
+        out = []
+        if not self.task_storage:
+            out.append(
+                "no task-local storage for tracing programs (Linux 5.13): in-flight syscalls are kept "
+                "in a bounded per-thread hash (a little slower; nothing lost)"
+            )
+        if not self.task_btf:
+            out.append("no bpf_get_current_task_btf (Linux 5.11): the fd table is read with probe reads")
+        if not self.atomics:
+            out.append(
+                "no BPF compare-and-swap (Linux 5.12): a latency maximum can miss a larger value "
+                "written at the same instant by another CPU"
+            )
+        if not self.ringbuf:
+            out.append("no BPF ring buffer (Linux 5.8): `record` cannot run; top and exporter can")
+        if self.uring_complete_req_arg is None:
+            out.append(
+                "io_uring_complete has no request pointer (before Linux 5.15): io_uring requests are "
+                "NOT counted on this kernel"
+            )
+        elif self.uring_submit is None:
+            out.append("no io_uring submission tracepoint with the request: io_uring requests are counted, not timed")
+        return out
+
+
+def probe() -> KernelFeatures:
+    """Ask the running kernel (needs the privileges the probes need)."""
+    params = {tp: tracepoint_params(tp) for tp in ("io_uring_complete", "io_uring_submit_req", "io_uring_submit_sqe")}
+    found = KernelFeatures(
+        task_storage=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_storage_get),
+        task_btf=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_get_current_task_btf),
+        atomics=_loads(_CMPXCHG_PROGRAM),
+        ringbuf=libbpf.lib().libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, None) == 1,
+        uring_complete_req_arg=uring_complete_req_arg(params["io_uring_complete"]),
+        uring_submit=uring_submit(params["io_uring_submit_req"], params["io_uring_submit_sqe"]),
+    )
+    return _pretend(found, os.environ.get(FEATURES_ENV, ""))
+
+
+def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
+    """Features named "-name" in MYSQLIO_KERNEL_FEATURES taken as missing."""
+    missing: dict[str, object] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name = item.lstrip("-")
+        if name in ("task_storage", "task_btf", "atomics", "ringbuf"):
+            missing[name] = False
+        elif name == "uring_submit":
+            missing[name] = None
+        elif name == "uring_complete":
+            missing["uring_complete_req_arg"] = None
+        else:
+            raise ValueError(f"{FEATURES_ENV}: unknown feature {name!r}")
+    return replace(found, **missing)  # type: ignore[arg-type]
+
+
+def _helper(prog_type: int, helper: int) -> bool:
+    return libbpf.lib().libbpf_probe_bpf_helper(prog_type, helper, None) == 1
+
+
+def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
+    return struct.pack("<BBhi", code, dst | (src << 4), off, imm)
+
+
+# r0 = 0; *(u64 *)(r10 - 8) = 0; r1 = 1; r0 = cmpxchg_64(r10 - 8, r0, r1); r0 = 0; exit
+_CMPXCHG_PROGRAM = b"".join(
+    (
+        _insn(0xB7, dst=0, imm=0),  # BPF_ALU64 | BPF_MOV | BPF_K
+        _insn(0x7A, dst=10, off=-8, imm=0),  # BPF_ST | BPF_MEM | BPF_DW
+        _insn(0xB7, dst=1, imm=1),
+        _insn(0xDB, dst=10, src=1, off=-8, imm=0xF1),  # BPF_STX | BPF_ATOMIC | BPF_DW, BPF_CMPXCHG
+        _insn(0xB7, dst=0, imm=0),
+        _insn(0x95),  # BPF_JMP | BPF_EXIT
+    )
+)
+
+
+def _loads(program: bytes) -> bool:
+    """Whether the kernel accepts this socket-filter program (then unloaded)."""
+    insns = ctypes.create_string_buffer(program, len(program))
+    fd = libbpf.lib().bpf_prog_load(
+        BPF_PROG_TYPE_SOCKET_FILTER, b"mio_probe", b"GPL", ctypes.addressof(insns), len(program) // 8, None
+    )
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a tracepoint, as BTF types it."""
+
+    pointer: bool
+    pointee: str  # "struct io_kiocb", "void", ... ("" when not a pointer)
+
+
+def tracepoint_params(tracepoint: str, path: str = BTF_PATH) -> list[Param] | None:
+    """The arguments of a BTF tracepoint (btf_trace_<name>, without its leading
+    `void *__data`), or None when the kernel has no such tracepoint."""
+    btf_types = libbpf.read_btf(path)
+    with btf_types as btf:
+        type_id = btf.find(f"btf_trace_{tracepoint}", BTF_KIND_TYPEDEF)
+        if type_id <= 0:
+            return None
+        proto = btf.resolve(btf.target(type_id))  # typedef -> pointer
+        proto = btf.resolve(btf.target(proto))  # pointer -> func proto
+        if btf.kind(proto) != BTF_KIND_FUNC_PROTO:
+            return None
+        params = []
+        for param_type in btf.func_params(proto)[1:]:
+            resolved = btf.resolve(param_type)
+            if btf.kind(resolved) != BTF_KIND_PTR:
+                params.append(Param(pointer=False, pointee=""))
+                continue
+            target = btf.resolve(btf.target(resolved))
+            name = btf.name(target) if target else ""
+            kind = "struct " if target and btf.kind(target) == BTF_KIND_STRUCT else ""
+            params.append(Param(pointer=True, pointee=f"{kind}{name}" if name else "void"))
+        return params
+
+
+def _request_arg(params: list[Param] | None) -> int | None:
+    """Position of the io_uring request: the argument typed struct io_kiocb *,
+    else (kernels that pass it as void *) a void * second argument after the
+    ring's context."""
+    if not params:
+        return None
+    for i, p in enumerate(params):
+        if p.pointee == "struct io_kiocb":
+            return i
+    if len(params) >= 2 and params[0].pointer and params[1].pointer and params[1].pointee == "void":
+        return 1
+    return None
+
+
+def uring_complete_req_arg(params: list[Param] | None) -> int | None:
+    # io_uring_complete(ctx, req, user_data, res, cflags, ...) since 5.15;
+    # (ctx, user_data, res) before: no request, so nothing to count from
+    return _request_arg(params)
+
+
+def uring_submit(submit_req: list[Param] | None, submit_sqe: list[Param] | None) -> tuple[str, int] | None:
+    if (arg := _request_arg(submit_req)) is not None:
+        return ("io_uring_submit_req", arg)
+    if (arg := _request_arg(submit_sqe)) is not None:
+        return ("io_uring_submit_sqe", arg)
+    return None

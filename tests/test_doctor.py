@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_syscall_hook import in_private_ns
 
-from mysqlio import doctor, preflight
+from mysqlio import doctor, preflight, syscall_hook
 from mysqlio.doctor import Check, KernelAioEvidence, ServerOptions
 from mysqlio.errors import UserError
 from mysqlio.probe import bpf_object_path
@@ -24,21 +25,24 @@ from mysqlio.sandbox import MariaDB, MariaDBOptions
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 NOBODY = "65534"
-TRACEFS = Path("/sys/kernel/tracing/events")
 
 
-def run_doctor(*args: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_doctor(*args: str, user: str | None = None, tracefs: str = "inherit") -> subprocess.CompletedProcess[str]:
+    """doctor in a private mount namespace (tracefs there as test_syscall_hook.NS_PRELUDE
+    sets it up): a tracefs doctor mounts is never left on the host."""
     cmd = [*MYSQLIO, "doctor", *args]
     if user is not None:
         setpriv = shutil.which("setpriv")
         assert setpriv, "setpriv (util-linux) is needed to drop root"
         cmd = [setpriv, f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(in_private_ns(cmd, tracefs), capture_output=True, text=True, timeout=120, check=False)
 
 
-def doctor_json(*args: str, user: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int]:
+def doctor_json(
+    *args: str, user: str | None = None, tracefs: str = "inherit"
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], int]:
     """The JSON object, its checks by name, and the exit code; stderr must be empty."""
-    proc = run_doctor("--json", *args, user=user)
+    proc = run_doctor("--json", *args, user=user, tracefs=tracefs)
     assert proc.stderr == "", proc.stderr
     report = json.loads(proc.stdout)
     by_name = {c["name"]: c for c in report["checks"]}
@@ -67,6 +71,22 @@ def sleeper() -> Iterator[int]:
     proc.wait()
 
 
+def tracefs_events(*events: str) -> dict[str, bool]:
+    """Which category/event directories tracefs has, looked at where libbpf would
+    (mounted there first, in a private mount namespace, if nothing is)."""
+    code = (
+        "import json, os, sys\n"
+        "from mysqlio import syscall_hook\n"
+        "path = syscall_hook.find_tracefs().path\n"
+        "print(json.dumps({e: os.path.isdir(os.path.join(path, 'events', e)) for e in sys.argv[1:]}))\n"
+    )
+    proc = subprocess.run(
+        in_private_ns([sys.executable, "-c", code, *events]), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def libbpf_soname_version() -> str:
     """major.minor of the libbpf.so.1 the dynamic linker maps (its file name, e.g. libbpf.so.1.1.2)."""
     ctypes.CDLL("libbpf.so.1")
@@ -93,11 +113,15 @@ def test_root_everything_needed_works(bpf_ready: None, sleeper: int) -> None:
     assert checks["libbpf"]["value"] == libbpf_soname_version()
     assert checks["libbpf"]["value"].startswith("1.")
     # the tracepoints exist in tracefs too (a second, independent source)
-    assert (TRACEFS / "raw_syscalls" / "sys_enter").is_dir() and (TRACEFS / "raw_syscalls" / "sys_exit").is_dir()
+    in_tracefs = tracefs_events(
+        "raw_syscalls/sys_enter", "raw_syscalls/sys_exit", "io_uring/io_uring_complete", "io_uring/io_uring_submit_req"
+    )
+    assert all(in_tracefs.values()), in_tracefs
     assert checks["syscall tracepoints"]["status"] == "ok"
-    assert (TRACEFS / "io_uring" / "io_uring_complete").is_dir()
-    assert (TRACEFS / "io_uring" / "io_uring_submit_req").is_dir()
     assert checks["io_uring tracepoints"]["status"] == "ok"
+    # tracefs found or mounted (in doctor's namespace), and the per-syscall hook
+    assert checks["tracefs"]["status"] == "ok" and checks["tracefs"]["value"] in syscall_hook.TRACEFS_DIRS
+    assert checks["syscall hook"]["status"] == "ok" and checks["syscall hook"]["value"] == "tracepoints"
     assert checks["BPF object"]["value"] == bpf_object_path()
     attach = checks["probe attach"]
     assert attach["status"] == "ok", attach
@@ -133,6 +157,40 @@ def test_unprivileged_fails_with_a_fix(sleeper: int) -> None:
     assert re.search(r"^FAIL +privileges +uid 65534", text.stdout, re.M), text.stdout
     assert "fix: run as root" in text.stdout
     assert "eBPF backend: not usable (privileges)" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("tracefs", "where", "how"),
+    [
+        ("fresh", syscall_hook.TRACEFS, ", was not mounted: mounted by mysqlio just now"),
+        ("debugfs", syscall_hook.DEBUGFS_TRACING, " (under debugfs, where libbpf looks first), found mounted"),
+    ],
+)
+def test_doctor_reports_tracefs(bpf_ready: None, sleeper: int, tracefs: str, where: str, how: str) -> None:
+    """On a fresh machine doctor mounts tracefs where libbpf looks (as top would) and says
+    so in its report, not on stderr; with debugfs mounted it uses tracefs under it."""
+    report, checks, code = doctor_json("-p", str(sleeper), tracefs=tracefs)
+    assert_well_formed(report, code)
+    assert code == 0
+    found = checks["tracefs"]
+    assert found["status"] == "ok" and found["value"] == where and found["detail"] == where + how
+    assert checks["syscall hook"]["status"] == "ok" and checks["syscall hook"]["value"] == "tracepoints"
+    assert checks["probe attach"]["status"] == "ok", checks["probe attach"]
+
+    text = run_doctor("-p", str(sleeper), tracefs=tracefs)
+    assert text.returncode == 0 and text.stderr == ""
+    assert re.search(rf"^ok +tracefs +{re.escape(where)}", text.stdout, re.M), text.stdout
+    assert re.search(r"^ok +syscall hook +per-syscall tracepoints on 16 I/O syscalls", text.stdout, re.M)
+
+
+def test_doctor_cannot_mount_tracefs(sleeper: int) -> None:
+    """nobody on a fresh machine: tracefs cannot be mounted; said, with the fix, not required."""
+    report, checks, code = doctor_json("-p", str(sleeper), user=NOBODY, tracefs="fresh")
+    assert_well_formed(report, code)
+    found, hook = checks["tracefs"], checks["syscall hook"]
+    assert found["status"] == "warn" and "CAP_SYS_ADMIN" in found["detail"] and not found["required"]
+    assert "mount -t tracefs nodev /sys/kernel/tracing" in found["fix"]
+    assert hook["status"] == "warn" and hook["value"] == "raw" and not hook["required"]
 
 
 def test_nonexistent_pid_is_a_required_failure() -> None:

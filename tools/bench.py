@@ -148,9 +148,11 @@ def held_prog_ids(pid: int) -> set[int]:
 
 
 def ensure_tracefs() -> None:
-    """bpftrace's tracepoints need tracefs; mount it if this machine has not."""
-    if not os.path.ismount("/sys/kernel/tracing"):
-        subprocess.run(["mount", "-t", "tracefs", "nodev", "/sys/kernel/tracing"], check=True)
+    """bpftrace's tracepoints and the floor's per-syscall ones need tracefs: mounted,
+    if nothing is, where libbpf and bpftrace look (as mysqlio itself does)."""
+    tracefs = syscall_hook.find_tracefs()
+    if not tracefs.events:
+        raise RuntimeError(f"{tracefs.problem} (fix: {tracefs.fix})")
 
 
 def bpftrace_script(pid: int) -> str:
@@ -216,6 +218,7 @@ class Tracer:
             self._floor.load()
             self._floor.attach_all()
             if self.hook == "tracepoints":
+                ensure_tracefs()
                 syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit")
         else:
             raise ValueError(self.name)

@@ -7,7 +7,9 @@ feed them crafted cases. `run_checks()` gathers them in three sections:
 - **ebpf**: the kernel and what the eBPF backend needs. Checks marked `required`
   decide the exit code (0: the eBPF backend works here, 1: it does not). The
   last one loads and attaches the real probes to doctor's own pid and counts a
-  test write; the others are informational (a "warn" there never fails).
+  test write; the others are informational (a "warn" there never fails). As
+  `top` would, doctor mounts tracefs where libbpf looks if nothing is mounted
+  there, and its tracefs line says so.
 - **tools**: clang / bpftool (only to build probes/) and SystemTap (the fallback).
 - **server**: the target mysqld / mariadbd, read from /proc and its files only:
   doctor never connects to the server and never runs its binary.
@@ -300,24 +302,61 @@ def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
     ]
 
 
-def check_syscall_hook(dirs: tuple[str, ...] = syscall_hook.TRACEFS_DIRS) -> Check:
-    """Which syscall tracepoints the probes will use: the per-syscall ones cost
-    nothing to the syscalls mysqlio does not account, of any process."""
+def syscall_hook_checks(
+    dirs: tuple[str, ...] = syscall_hook.TRACEFS_DIRS, mount: Callable[[str], None] = syscall_hook.mount_tracefs
+) -> list[Check]:
+    """Where tracefs is (libbpf's place; mounted there now if nothing was, as
+    mysqlio does before it traces) and which syscall hook the probes will use:
+    the per-syscall tracepoints cost nothing to the syscalls mysqlio does not
+    account, of any process; the raw pair runs for all of them."""
+    choice = syscall_hook.choose(dirs, mount, quiet=True)
+    return [check_tracefs(choice), check_syscall_hook(choice)]
+
+
+def check_tracefs(choice: syscall_hook.HookChoice) -> Check:
+    name = "tracefs"
+    tracefs = choice.tracefs
+    if tracefs is None:
+        return Check(name, "skip", f"not looked at: {syscall_hook.HOOK_ENV}=raw")
+    if tracefs.events:
+        debugfs = tracefs.path == syscall_hook.DEBUGFS_TRACING
+        where = tracefs.path + (" (under debugfs, where libbpf looks first)" if debugfs else "")
+        how = {
+            "now": "was not mounted: mounted by mysqlio just now",
+            "mysqlio": "mounted by mysqlio (an earlier run)",
+        }.get(tracefs.mounted_by, "found mounted")
+        return Check(name, "ok", f"{where}, {how}", value=tracefs.path)
+    if _root_only(tracefs):
+        return Check(name, "skip", f"not checked: tracefs at {tracefs.path} is readable by root only")
+    return Check(name, "warn", tracefs.problem, tracefs.fix, value=tracefs.path if tracefs.mounted else None)
+
+
+def _root_only(tracefs: syscall_hook.Tracefs) -> bool:
+    return tracefs.mounted and not tracefs.events and not os.access(tracefs.path, os.R_OK | os.X_OK)
+
+
+def check_syscall_hook(choice: syscall_hook.HookChoice) -> Check:
     name = "syscall hook"
-    if not any(os.access(d, os.R_OK | os.X_OK) for d in dirs if os.path.exists(d)) and os.geteuid() != 0:
+    tracefs = choice.tracefs
+    forced = f" (forced by {syscall_hook.HOOK_ENV})" if choice.forced else ""
+    if tracefs is not None and _root_only(tracefs):
         return Check(name, "skip", "not checked: tracefs is readable by root only")
-    hook = syscall_hook.choose_hook(dirs)
-    events = syscall_hook.tracefs_events_dir(dirs)
-    if hook == "tracepoints":
-        where = f" ({events})" if events else f" (forced by {syscall_hook.HOOK_ENV})"
-        return Check(name, "ok", syscall_hook.describe(hook) + where, value=hook)
-    why = f"forced by {syscall_hook.HOOK_ENV}" if events else "tracefs has no syscalls:sys_enter_* events"
+    if choice.hook == "tracepoints":
+        if tracefs is not None and not tracefs.events:
+            return Check(
+                name,
+                "warn",
+                f"{syscall_hook.describe(choice.hook)}{forced}, but tracefs lacks them: attaching will fail",
+                "see the tracefs line",
+                value=choice.hook,
+            )
+        return Check(name, "ok", syscall_hook.describe(choice.hook) + forced, value=choice.hook)
     return Check(
         name,
         "warn",
-        f"{syscall_hook.describe(hook)} ({why})",
-        "mount tracefs (mount -t tracefs nodev /sys/kernel/tracing) so that only the I/O syscalls are traced",
-        value=hook,
+        syscall_hook.describe(choice.hook) + (forced or " (no per-syscall tracepoints: see the tracefs line)"),
+        f"unset {syscall_hook.HOOK_ENV}" if choice.forced else "see the tracefs line",
+        value=choice.hook,
     )
 
 
@@ -961,7 +1000,7 @@ def system_checks() -> list[Check]:
         why = f"not checked: {'BTF' if btf.status != 'ok' else 'libbpf'} failed"
         tracepoints = [Check(f"{what} tracepoints", "skip", why, required=True) for what in ("syscall", "io_uring")]
     bpf_object = check_bpf_object()
-    checks = [privileges, check_kernel(), btf, check_jit(), libbpf, *tracepoints, check_syscall_hook(), bpf_object]
+    checks = [privileges, check_kernel(), btf, check_jit(), libbpf, *tracepoints, *syscall_hook_checks(), bpf_object]
     checks.append(check_probe_attach([privileges, btf, libbpf, *tracepoints, bpf_object]))
     checks.append(check_io_uring_sysctl())
     ebpf = ebpf_ready(checks)

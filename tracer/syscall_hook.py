@@ -6,12 +6,26 @@ sys_exit fire for every syscall of every process on the machine, each run
 ending at the pid test. Under a CPU-bound MariaDB the raw pair ran ~480k times
 a second for ~20k I/O syscalls (docs/benchmarks.md), so the per-syscall
 tracepoints are used whenever tracefs has them; the raw pair is the fallback.
+
+libbpf reads each tracepoint's id from tracefs, at the place it picks itself
+(libbpf 1.x, use_debugfs(); bpftrace does the same): /sys/kernel/debug/tracing
+when that path is accessible (debugfs mounted, tracefs automounted under it),
+else /sys/kernel/tracing. A fresh machine may have neither mounted; then mysqlio
+(as root) mounts tracefs at /sys/kernel/tracing, the place libbpf then uses, and
+says so in one line on stderr. Only when that is impossible (no CAP_SYS_ADMIN, a
+kernel without tracefs, a container's read-only /sys) do the probes go on the raw
+pair, said on stderr too, with the reason and the fix.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
-from collections.abc import Iterator
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -40,8 +54,15 @@ ENTER_PROGRAMS: dict[str, tuple[str, ...]] = {
 }
 EXIT_PROGRAM = "handle_exit"
 RAW_PROGRAMS = ("handle_sys_enter", "handle_sys_exit")
-# where libbpf looks for tracefs (debugfs's mount first, as libbpf 1.1 does)
-TRACEFS_DIRS = ("/sys/kernel/debug/tracing", "/sys/kernel/tracing")
+
+DEBUGFS_TRACING = "/sys/kernel/debug/tracing"
+TRACEFS = "/sys/kernel/tracing"
+# libbpf's two places, in its order: debugfs's when accessible, else tracefs's own
+TRACEFS_DIRS = (DEBUGFS_TRACING, TRACEFS)
+# the device name of a tracefs mysqlio mounted, as `mount` and /proc/self/mountinfo show it
+MOUNT_SOURCE = "mysqlio"
+MOUNTINFO = "/proc/self/mountinfo"
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8  # as systemd mounts tracefs
 
 
 def traced_syscalls() -> list[str]:
@@ -68,22 +89,170 @@ def attach(obj: BpfObject, enter: str | None = None, exit: str | None = None) ->
             obj.attach_tracepoint(enter or program, "syscalls", event)
 
 
-def tracefs_events_dir(dirs: tuple[str, ...] = TRACEFS_DIRS) -> str | None:
-    """The tracefs events/syscalls directory holding every traced syscall's
-    enter and exit events, or None (tracefs not mounted, or a kernel without
-    CONFIG_FTRACE_SYSCALLS)."""
-    for base in dirs:
-        events = os.path.join(base, "events", "syscalls")
-        if all(os.path.isdir(os.path.join(events, event)) for _, event in attachments()):
-            return events
-    return None
+def libbpf_tracefs_dir(dirs: tuple[str, ...] = TRACEFS_DIRS) -> str:
+    """The directory libbpf reads tracepoint ids from: dirs[0] (debugfs's tracing
+    directory) when it is accessible with this process's effective ids, else
+    dirs[-1] (libbpf 1.x: faccessat(DEBUGFS, F_OK, AT_EACCESS), once a process)."""
+    return dirs[0] if os.access(dirs[0], os.F_OK, effective_ids=True) else dirs[-1]
 
 
-def choose_hook(dirs: tuple[str, ...] = TRACEFS_DIRS) -> Hook:
+def has_events(base: str) -> bool:
+    """tracefs at base has every traced syscall's enter and exit event."""
+    events = os.path.join(base, "events", "syscalls")
+    return all(os.path.isdir(os.path.join(events, event)) for _, event in attachments())
+
+
+def mount_entry(target: str, mountinfo: str = MOUNTINFO) -> tuple[str, str] | None:
+    """(fstype, source) of the filesystem on top at mount point target, or None."""
+    found = None
+    try:
+        with open(mountinfo) as f:
+            for line in f:
+                fields = line.split()
+                dash = fields.index("-")
+                if _unescape(fields[4]) == target:
+                    found = (fields[dash + 1], _unescape(fields[dash + 2]))
+    except (OSError, ValueError, IndexError):
+        return None
+    return found
+
+
+def _unescape(field: str) -> str:
+    # mountinfo writes space, tab, newline and backslash as \ooo (octal)
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def mount_tracefs(target: str) -> None:
+    """`mount -t tracefs` at one of libbpf's two places, through mount(2) (no
+    shell, no mount binary). Raises OSError with the kernel's errno."""
+    if target not in TRACEFS_DIRS:
+        raise ValueError(f"{target} is not where libbpf looks for tracefs")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if libc.mount(MOUNT_SOURCE.encode(), target.encode(), b"tracefs", flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), target)
+
+
+@dataclass(frozen=True)
+class Tracefs:
+    """tracefs where libbpf will look for it: what was found there, and done."""
+
+    path: str  # the directory libbpf reads (libbpf_tracefs_dir)
+    events: bool  # every traced syscall's enter and exit event is there
+    mounted: bool  # a tracefs is mounted there now
+    mounted_by: str = ""  # "now": this process mounted it; "mysqlio": an earlier mysqlio did; "": someone else
+    problem: str = ""  # why the per-syscall tracepoints cannot be used ("" when they can)
+    fix: str = ""
+
+
+def find_tracefs(
+    dirs: tuple[str, ...] = TRACEFS_DIRS,
+    mount: Callable[[str], None] = mount_tracefs,
+    mountinfo: str = MOUNTINFO,
+) -> Tracefs:
+    """tracefs at the place libbpf will use, mounted there (by `mount`) if nothing is."""
+    path = libbpf_tracefs_dir(dirs)
+    entry = mount_entry(path, mountinfo)
+    mounted = (entry is not None and entry[0] == "tracefs") or os.path.isdir(os.path.join(path, "events"))
+    by = "mysqlio" if entry == ("tracefs", MOUNT_SOURCE) else ""
+    if has_events(path):
+        return Tracefs(path, True, True, by)
+    if mounted:
+        if not os.access(path, os.R_OK | os.X_OK):
+            return Tracefs(path, False, True, by, f"tracefs at {path} is readable by root only", "run as root")
+        return Tracefs(
+            path, False, True, by, f"tracefs at {path} lacks syscalls:sys_enter_*/sys_exit_* events", _NO_SYSCALL_EVENTS
+        )
+    try:
+        mount(path)
+    except OSError as exc:
+        return Tracefs(path, False, False, "", *_mount_failure(path, exc))
+    if has_events(path):
+        return Tracefs(path, True, True, "now")
+    return Tracefs(
+        path, False, True, "now", f"tracefs mounted at {path} has no syscalls:sys_enter_* events", _NO_SYSCALL_EVENTS
+    )
+
+
+_NO_SYSCALL_EVENTS = "a kernel built with CONFIG_FTRACE_SYSCALLS=y (Debian, Ubuntu and RHEL kernels are)"
+
+
+def _mount_failure(path: str, exc: OSError) -> tuple[str, str]:
+    """(problem, fix) when tracefs could not be mounted at path."""
+    command = f"mount -t tracefs nodev {path}"
+    failed = f"tracefs is not mounted and mounting it at {path} failed"
+    if exc.errno == errno.EPERM:
+        return (
+            f"{failed}: that needs CAP_SYS_ADMIN (root; in a container, a privileged one)",
+            f"run mysqlio as root, or mount it once as root: {command}",
+        )
+    if exc.errno in (errno.ENODEV, errno.ENOENT):
+        return (
+            f"{failed} ({exc.strerror}): this kernel has no tracefs",
+            "a kernel with tracefs and CONFIG_FTRACE_SYSCALLS (distribution kernels have both)",
+        )
+    if exc.errno in (errno.EROFS, errno.EACCES):
+        return (
+            f"{failed} ({exc.strerror}; a container's read-only /sys?)",
+            f"on the host, as root: {command}, and give the container {path}",
+        )
+    return f"{failed} ({exc.strerror})", f"as root: {command}"
+
+
+@dataclass(frozen=True)
+class HookChoice:
+    hook: Hook
+    forced: bool  # by MYSQLIO_SYSCALL_HOOK
+    tracefs: Tracefs | None  # None: forced to the raw pair, tracefs not looked at
+
+    def notice(self) -> str | None:
+        """The one stderr line: tracefs mounted, or why the raw pair is used."""
+        tracefs = self.tracefs
+        if tracefs is None:
+            return None
+        if tracefs.problem:
+            if self.forced:
+                return f"mysqlio: {HOOK_ENV}=tracepoints, but {tracefs.problem} (fix: {tracefs.fix})"
+            return (
+                f"mysqlio: {tracefs.problem}; using the raw sys_enter/sys_exit hook instead, which every "
+                f"syscall on the machine pays for (fix: {tracefs.fix})"
+            )
+        if tracefs.mounted_by == "now":
+            return f"mysqlio: tracefs was not mounted; mounted it at {tracefs.path}"
+        return None
+
+
+_chosen: dict[tuple[object, ...], HookChoice] = {}
+
+
+def choose(
+    dirs: tuple[str, ...] = TRACEFS_DIRS, mount: Callable[[str], None] = mount_tracefs, quiet: bool = False
+) -> HookChoice:
+    """The hook, decided once a process (as libbpf decides its tracefs place once):
+    the per-syscall tracepoints when tracefs has them, after mounting it where
+    libbpf looks if nothing is mounted there; else the raw pair. The first
+    decision says on stderr what was mounted or why the raw pair is used, unless
+    quiet (doctor reports it in its own lines)."""
     forced = os.environ.get(HOOK_ENV, "")
-    if forced in ("raw", "tracepoints"):
-        return forced  # type: ignore[return-value]
-    return "tracepoints" if tracefs_events_dir(dirs) else "raw"
+    key = (dirs, mount, forced)
+    if key not in _chosen:
+        if forced == "raw":
+            choice = HookChoice("raw", True, None)
+        else:
+            tracefs = find_tracefs(dirs, mount)
+            hook: Hook = "tracepoints" if tracefs.events or forced == "tracepoints" else "raw"
+            choice = HookChoice(hook, forced == "tracepoints", tracefs)
+        _chosen[key] = choice
+        line = choice.notice()
+        if line and not quiet:
+            print(line, file=sys.stderr, flush=True)
+    return _chosen[key]
+
+
+def choose_hook(dirs: tuple[str, ...] = TRACEFS_DIRS, mount: Callable[[str], None] = mount_tracefs) -> Hook:
+    return choose(dirs, mount).hook
 
 
 def describe(hook: Hook) -> str:

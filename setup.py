@@ -40,7 +40,8 @@ setup(
         "prometheus_client>=0.16",
         "PyMySQL>=1.0",
     ],
-    extras_require={"dev": ["pytest>=7", "ruff>=0.5", "hypothesis>=6"]},
+    # virtme-ng: vng boots other kernels for the kernel matrix (tools/guest.py)
+    extras_require={"dev": ["pytest>=7", "ruff>=0.5", "hypothesis>=6", "virtme-ng>=1.30"]},
     entry_points={"console_scripts": ["mysqlio = mysqlio.cli:main"]},
     cmdclass={"build_py": BuildWithProbes},
 )

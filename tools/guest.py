@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Run a command in a virtme-ng guest booted on one of Debian's stock kernels (tools/kernels.py).
+
+    python3 tools/guest.py --kernel 6.1 -- uname -r
+    python3 tools/guest.py --kernel 5.10 --rwdir build -- .venv/bin/python -m mysqlio doctor
+    python3 tools/guest.py --kernel sid --timeout 600 -- 'cd tests && ../.venv/bin/pytest -x'
+
+    from guest import run_in_guest                       # tools/ on sys.path
+    from kernels import ensure_kernel
+    r = run_in_guest(ensure_kernel("6.1"), ["uname", "-r"], timeout_s=300, rwdirs=["build"])
+    r.returncode, r.output, r.seconds                     # 0, "6.1.0-41-amd64\\n", 24.7
+
+The guest (`vng --disable-kvm`: plain TCG emulation, KVM does not work on these machines)
+sees the host's root filesystem read-only, with throwaway overlays on /etc, /tmp, /var, …
+(writes there vanish with the guest). RWDIRS are shared read-write with the host. The
+command runs as root, in the caller's working directory, under `sh -c`, with the caller's
+PATH and the `env` given; the repository and its .venv work there unchanged.
+
+`returncode` is the guest command's own exit status (read from a file the guest writes in
+a private read-write directory, not from vng, whose exit status is not the command's when
+the guest has no udev), `output` its stdout and stderr interleaved as written. When the
+guest never got to write a status (a boot failure, a kernel panic, the timeout), returncode
+is 124 on timeout, else 125, and `output` ends with the tail of vng's own console output.
+Emulation is 5–10× slower than the host; a boot to the command takes about 20 s.
+
+CLI exit status: the guest command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernels import Kernel, ensure_kernel
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT_RC = 124
+NO_STATUS_RC = 125
+
+
+@dataclass(frozen=True)
+class GuestResult:
+    """returncode: the guest command's exit status (124 timeout, 125 no status: see vng_output);
+    output: what it wrote to stdout and stderr; seconds: wall time from vng's start to its end,
+    boot and power-off included."""
+
+    returncode: int
+    output: str
+    seconds: float
+    timed_out: bool = False
+    vng_output: str = ""
+
+
+def _vng() -> str:
+    """The vng of this interpreter's environment (the project's .venv), else one on PATH."""
+    here = Path(sys.executable).parent / "vng"
+    for cand in (here, REPO / ".venv" / "bin" / "vng"):
+        if cand.exists():
+            return str(cand)
+    found = shutil.which("vng")
+    if found is None:
+        raise FileNotFoundError("vng (PyPI virtme-ng) is missing: 'make setup' installs it into .venv")
+    return found
+
+
+def run_in_guest(
+    kernel: Kernel | str,
+    command: str | Sequence[str],
+    timeout_s: float,
+    rwdirs: Sequence[str | os.PathLike[str]] = (),
+    cpus: int = 2,
+    memory: str = "2G",
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> GuestResult:
+    """Boot KERNEL (a Kernel, or an alias for ensure_kernel) and run COMMAND in it as root.
+
+    COMMAND: a shell string, or an argv list (quoted with shlex.join). RWDIRS: host directories
+    the guest may write (created if missing). ENV: extra environment for the command. CWD: where
+    the command starts (default: the caller's working directory).
+    """
+    if isinstance(kernel, str):
+        kernel = ensure_kernel(kernel)
+    if not isinstance(command, str):
+        command = shlex.join(command)
+    cwd = Path(cwd or os.getcwd()).resolve()
+    vng = _vng()
+    with tempfile.TemporaryDirectory(prefix="mysqlio-guest-") as tmp:
+        box = Path(tmp)
+        script = box / "run.sh"
+        exports = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), **(env or {})}
+        lines = ["#!/bin/sh"]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
+        lines += [
+            f"cd {shlex.quote(str(cwd))} || exit 125",
+            f"sh -c {shlex.quote(command)} > {box}/output 2>&1 < /dev/null",
+            f"echo $? > {box}/rc.tmp && mv {box}/rc.tmp {box}/rc",
+            "sync",
+        ]
+        script.write_text("\n".join(lines) + "\n")
+        argv = [vng, "--disable-kvm", "--cpus", str(cpus), "--memory", memory, "--rwdir", str(box)]
+        for d in rwdirs:
+            p = Path(d).resolve()
+            p.mkdir(parents=True, exist_ok=True)
+            argv += ["--rwdir", str(p)]
+        argv += ["-r", str(kernel.vmlinuz), "--exec", f"sh {box}/run.sh"]
+        # vng starts virtme-run / qemu found on PATH: the venv's bin first
+        venv_env = {**os.environ, "PATH": f"{Path(vng).parent}:{os.environ.get('PATH', '')}"}
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=venv_env,
+            cwd=str(box),
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            vng_out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGKILL)
+            vng_out, _ = proc.communicate()
+        seconds = time.monotonic() - t0
+        vng_text = vng_out.decode(errors="replace")
+        out_file = box / "output"
+        output = out_file.read_bytes().decode(errors="replace") if out_file.exists() else ""
+        rc_file = box / "rc"
+        if rc_file.exists() and not timed_out:
+            returncode = int(rc_file.read_text().strip() or NO_STATUS_RC)
+        else:
+            returncode = TIMEOUT_RC if timed_out else NO_STATUS_RC
+            why = f"timed out after {timeout_s:.0f} s" if timed_out else f"no exit status (vng exit {proc.returncode})"
+            tail = "\n".join(vng_text.strip().splitlines()[-30:])
+            output += f"\n[guest.py: {why}; the tail of vng's output:]\n{tail}\n"
+    return GuestResult(returncode, output, seconds, timed_out, vng_text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Run a command in a guest on a Debian stock kernel (see the module docstring).",
+        usage="%(prog)s --kernel ALIAS [--rwdir DIR]... [--timeout S] -- CMD...",
+    )
+    ap.add_argument("--kernel", required=True, help="5.10, 6.1, 6.12 or sid (tools/kernels.py)")
+    ap.add_argument("--headers", action="store_true", help="fetch the kernel's headers too")
+    ap.add_argument("--rwdir", action="append", default=[], help="a host directory the guest may write")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds before the guest is killed (default 900)")
+    ap.add_argument("--cpus", type=int, default=2)
+    ap.add_argument("--memory", default="2G")
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        ap.error("no command (put it after --)")
+    kernel = ensure_kernel(args.kernel, headers=args.headers)
+    res = run_in_guest(
+        kernel, cmd[0] if len(cmd) == 1 else cmd, args.timeout, args.rwdir, cpus=args.cpus, memory=args.memory
+    )
+    sys.stdout.write(res.output)
+    sys.stdout.flush()
+    print(f"guest.py: {kernel.release}: exit {res.returncode} in {res.seconds:.1f} s", file=sys.stderr)
+    return res.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

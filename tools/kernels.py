@@ -16,8 +16,8 @@ Aliases (resolved at fetch time from the suite's metapackage `linux-image-ARCH`,
     "6.12" Debian 13 (trixie)     "sid" the newest kernel in unstable
 
 How (stdlib only, as root):
-- A PRIVATE apt configuration per suite (its own sources.list, lists and cache under
-  CACHE_DIR/apt/SUITE, `-o Dir::Etc::sourcelist=… -o Dir::Etc::sourceparts=- …`), with
+- A PRIVATE apt configuration per suite (its own sources.list, lists, cache and an empty
+  dpkg status under CACHE_DIR/apt/SUITE, `-o Dir::Etc::sourcelist=… -o Dir::Etc::sourceparts=- …`), with
   the mirror host the machine's own /etc/apt sources use. The system's sources, lists and
   cache are never touched. Lists are refreshed when older than a day (or `refresh=True`).
 - `apt-get download` into CACHE_DIR/debs (kept: a second run downloads nothing), then
@@ -178,10 +178,14 @@ class PrivateApt:
         self.parts = self.dir / "apt.conf.d"  # empty: the system's hooks and extra index targets stay out
         self.prefs = self.dir / "preferences.d"
         self.stamp = self.lists / ".mysqlio-updated"
+        # an empty dpkg status: candidates come from the suite alone, never from what this
+        # machine has installed (an installed version may not be downloadable from it)
+        self.status = self.dir / "status"
 
     def _write_config(self) -> None:
         for d in (self.lists / "partial", self.cache / "archives" / "partial", self.parts, self.prefs):
             d.mkdir(parents=True, exist_ok=True)
+        self.status.touch()
         mirror, signed_by = debian_mirror()
         keyring = signed_by or (DEFAULT_KEYRING if Path(DEFAULT_KEYRING).exists() else None)
         opts = f"[signed-by={keyring}] " if keyring else ""
@@ -216,6 +220,8 @@ class PrivateApt:
             "Dir::Etc::preferences=/dev/null",
             "-o",
             f"Dir::State::Lists={self.lists}",
+            "-o",
+            f"Dir::State::status={self.status}",
             "-o",
             f"Dir::Cache={self.cache}",
             "-o",

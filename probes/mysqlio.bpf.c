@@ -476,10 +476,10 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 		__sync_fetch_and_add(&stats->bytes, ret);
 }
 
-/* record: one event into the ring buffer; no wakeup, userspace polls */
-/* Global (not static) functions are verified once, not at every call site:
- * this keeps load time low with the bounded loops that call them. */
-__noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
+/* record: one event into the ring buffer; no wakeup, userspace polls.
+ * Static: a global function cannot take a pointer before Linux 5.12
+ * ("Arg#0 type PTR in emit() is not supported yet" on 5.10). */
+static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
 {
 	struct mio_event *e;
 	__u64 now = bpf_ktime_get_ns();
@@ -552,7 +552,10 @@ static __always_inline void lat_max(struct lat_hist *hist, __u64 lat_ns, const b
 	}
 }
 
-/* Add one completed request's latency to its (file, op, api) histogram. */
+/* Add one completed request's latency to its (file, op, api) histogram.
+ * The callers below are global (not static) functions: verified once, not at
+ * every call site, which keeps load time low with the bounded loops that call
+ * them; their arguments are scalars, all a global function can take before 5.12. */
 static __always_inline int record_latency_in(__u32 dev, __u64 ino, __u8 op, __u8 api, __u64 lat_ns,
 					     const bool cas)
 {

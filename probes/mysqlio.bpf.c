@@ -101,6 +101,9 @@ const volatile bool targ_task_storage = true; /* bpf_task_storage_get in tracing
 /* which argument of the io_uring tracepoints is the request (it moved) */
 const volatile __u32 targ_uring_submit_req_arg = 0;
 const volatile __u32 targ_uring_complete_req_arg = 1;
+/* io_uring_complete has no request (Linux 5.10: ctx, user_data, res, cflags):
+ * a request is matched to its submission by its ring and user_data */
+const volatile bool targ_uring_by_user_data = false;
 
 struct drop_counters drops = {};
 
@@ -252,6 +255,11 @@ struct {
 	__type(key, __u32);
 	__type(value, struct heads);
 } heads_scratch SEC(".maps");
+
+static __always_inline __u32 current_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
 
 static __always_inline bool is_target(void)
 {
@@ -430,8 +438,10 @@ static __noinline void remember_name(struct file *file, struct file_id *id, __u3
 /* a new row's initial value (read-only data: not on the stack) */
 static const struct file_op_stats zero_stats = {};
 
-/* Add one request's outcome to its file's row in the active stats map. */
-static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret)
+/* Add one request's outcome to its file's row in the active stats map, for
+ * thread tid (the current one, except for an io_uring completion matched to
+ * its submission on a kernel whose completion names no request). */
+static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid)
 {
 	struct file_op_key key = {};
 	struct file_op_stats *stats;
@@ -447,7 +457,7 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 		return;
 	key.ino = file->ino;
 	key.dev = file->dev;
-	key.tid = (__u32)bpf_get_current_pid_tgid();
+	key.tid = tid;
 	key.op = op;
 	key.api = api;
 
@@ -462,10 +472,13 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 		}
 		id.ino = key.ino;
 		id.dev = key.dev;
-		remember_name(file->file, &id, api == MIO_API_IO_URING ? SCRATCH_URING : SCRATCH_SYSCALL);
+		if (file->file)
+			remember_name(file->file, &id, api == MIO_API_IO_URING ? SCRATCH_URING : SCRATCH_SYSCALL);
 		/* a thread's name can change (MySQL names its threads after start) */
-		bpf_get_current_comm(thread.comm, sizeof(thread.comm));
-		bpf_map_update_elem(&threads, &key.tid, &thread, BPF_ANY);
+		if (tid == (__u32)bpf_get_current_pid_tgid()) {
+			bpf_get_current_comm(thread.comm, sizeof(thread.comm));
+			bpf_map_update_elem(&threads, &key.tid, &thread, BPF_ANY);
+		}
 	}
 	if (ret < 0) {
 		__sync_fetch_and_add(&stats->errors, 1);
@@ -607,11 +620,6 @@ __noinline int record_latency_nocas(__u32 dev, __u64 ino, __u8 op, __u8 api, __u
 
 /* cas is a constant at every call site: only one of the two is compiled in */
 #define RECORD_LATENCY(cas, ...) ((cas) ? record_latency(__VA_ARGS__) : record_latency_nocas(__VA_ARGS__))
-
-static __always_inline __u32 current_tid(void)
-{
-	return (__u32)bpf_get_current_pid_tgid();
-}
 
 /* What sys_enter needs of a syscall: its number and first four arguments
  * (the arguments a syscall does not have are left 0). */
@@ -843,7 +851,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	}
 	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_SYSCALL))
 		return 0;
-	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1);
+	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1, current_tid());
 	pending.ts_ns = submit_ns;
 	pending.dev = file.dev;
 	pending.ino = file.ino;
@@ -937,7 +945,7 @@ static __always_inline int on_sys_exit(long ret, const bool cas)
 		file.file = call->file;
 		file.ino = call->req.ino;
 		file.dev = call->req.dev;
-		account(&file, call->req.op, MIO_API_SYSCALL, ret);
+		account(&file, call->req.op, MIO_API_SYSCALL, ret, call->req.tid);
 		if (ret >= 0)
 			RECORD_LATENCY(cas, call->req.dev, call->req.ino, call->req.op, MIO_API_SYSCALL,
 				       bpf_ktime_get_ns() - call->req.ts_ns);
@@ -1035,6 +1043,27 @@ static __always_inline struct io_kiocb *uring_req_arg(__u64 *ctx, __u32 index)
 	return (struct io_kiocb *)req;
 }
 
+/* Before 5.19 a request held its user_data itself, not in a struct io_cqe. */
+struct io_kiocb___user_data {
+	__u64 user_data;
+};
+
+/* The key of a request submitted on a kernel whose completion tracepoint
+ * names only the ring and user_data. user_data is the application's (InnoDB
+ * puts a pointer there): two requests in flight on one ring with the same
+ * user_data would share a key; the second's completion is then not counted. */
+static __always_inline __u64 uring_user_key(__u64 ring, __u64 user_data)
+{
+	return ring ^ user_data;
+}
+
+static __always_inline __u64 uring_user_data(struct io_kiocb *req)
+{
+	if (bpf_core_field_exists(req->cqe))
+		return BPF_CORE_READ(req, cqe.user_data);
+	return BPF_CORE_READ((struct io_kiocb___user_data *)req, user_data);
+}
+
 /* remember when each request was submitted (latency), and where it acts
  * (prep has run: io_rw's kiocb.ki_pos holds the SQE offset); attached to
  * io_uring_submit_sqe instead where the kernel has that name */
@@ -1043,6 +1072,7 @@ int handle_uring_submit(__u64 *ctx)
 {
 	struct io_kiocb *req = uring_req_arg(ctx, targ_uring_submit_req_arg);
 	struct pending_io pending = {};
+	struct file_ref file;
 	__u64 key = (__u64)req;
 	int op;
 
@@ -1055,20 +1085,70 @@ int handle_uring_submit(__u64 *ctx)
 	pending.offset = op <= MIO_READ ? BPF_CORE_READ((struct io_rw *)req, kiocb.ki_pos) : -1;
 	pending.tid = current_tid();
 	pending.op = op;
+	if (targ_uring_by_user_data) {
+		/* the completion will not show the request: its file is taken now */
+		file.file = BPF_CORE_READ(req, file);
+		if (!file.file) {
+			__sync_fetch_and_add(&drops.uring_no_file, 1);
+			return 0;
+		}
+		if (!file_ref_of(file.file, &file, SCRATCH_URING))
+			return 0;
+		pending.dev = file.dev;
+		pending.ino = file.ino;
+		key = uring_user_key((__u64)BPF_CORE_READ(req, ctx), uring_user_data(req));
+	}
 	if (bpf_map_update_elem(&uring_pending, &key, &pending, BPF_ANY))
 		count_pending_full();
 	return 0;
 }
 
+/* io_uring_complete(ctx, user_data, res, cflags) (Linux 5.10): the request is
+ * the one submitted with that ring and user_data; only the target's are in
+ * uring_pending, and a completion may run in any context (an interrupt, on
+ * 5.10), so the thread is the submitter's. A completion whose submission was
+ * not seen (in flight at attach) cannot be told from another process's: it
+ * is not counted. */
+static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool cas)
+{
+	struct pending_io *pending;
+	struct file_ref file = {};
+	__s32 res = (__s32)ctx[2];
+	__u64 ring = 0, key;
+
+	/* the ring's address as a number: a kernel that types the argument
+	 * (struct io_ring_ctx *) forbids arithmetic on the pointer itself */
+	bpf_probe_read_kernel(&ring, sizeof(ring), &ctx[0]);
+	key = uring_user_key(ring, ctx[1]);
+
+	pending = bpf_map_lookup_elem(&uring_pending, &key);
+	if (!pending)
+		return 0;
+	file.ino = pending->ino;
+	file.dev = pending->dev;
+	account(&file, pending->op, MIO_API_IO_URING, res, pending->tid);
+	if (res >= 0)
+		RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_IO_URING,
+			       bpf_ktime_get_ns() - pending->ts_ns);
+	if (targ_record)
+		emit(pending, MIO_API_IO_URING, res);
+	bpf_map_delete_elem(&uring_pending, &key);
+	return 0;
+}
+
 static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 {
-	struct io_kiocb *req = uring_req_arg(ctx, targ_uring_complete_req_arg);
+	struct io_kiocb *req;
 	struct pending_io *pending;
 	struct file_ref file;
-	__u64 key = (__u64)req;
+	__u64 key;
 	__s32 res;
 	int op;
 
+	if (targ_uring_by_user_data)
+		return on_uring_complete_by_user_data(ctx, cas);
+	req = uring_req_arg(ctx, targ_uring_complete_req_arg);
+	key = (__u64)req;
 	if (!req || !uring_req_is_target(req))
 		return 0;
 	op = uring_op(req);
@@ -1082,7 +1162,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	}
 	if (!file_ref_of(file.file, &file, SCRATCH_URING))
 		return 0;
-	account(&file, op, MIO_API_IO_URING, res);
+	account(&file, op, MIO_API_IO_URING, res, current_tid());
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
 	if (!pending) {
 		count_unmatched();

@@ -52,6 +52,9 @@ class KernelFeatures:
     # the tracepoint that sees an io_uring request at submission and the
     # request's position there (io_uring_submit_req from 6.4, _sqe before)
     uring_submit: tuple[str, int] | None
+    # io_uring_complete(ctx, user_data, res, ...) without the request, but a
+    # submission tracepoint with it: requests matched by ring and user_data
+    uring_complete_by_user_data: bool = False
 
     def degraded(self) -> list[str]:
         """What this kernel costs the user, one sentence each (empty: nothing)."""
@@ -70,10 +73,15 @@ class KernelFeatures:
             )
         if not self.ringbuf:
             out.append("no BPF ring buffer (Linux 5.8): `record` cannot run; top and exporter can")
-        if self.uring_complete_req_arg is None:
+        if self.uring_complete_by_user_data:
             out.append(
-                "io_uring_complete has no request pointer (before Linux 5.15): io_uring requests are "
-                "NOT counted on this kernel"
+                "io_uring_complete names no request (before Linux 5.15): each completion is matched to its "
+                "submission by ring and user_data; a request already in flight when tracing starts is not counted"
+            )
+        elif self.uring_complete_req_arg is None:
+            out.append(
+                "io_uring_complete names no request and no submission tracepoint does either: io_uring "
+                "requests are NOT counted on this kernel"
             )
         elif self.uring_submit is None:
             out.append("no io_uring submission tracepoint with the request: io_uring requests are counted, not timed")
@@ -91,6 +99,12 @@ def probe() -> KernelFeatures:
         uring_complete_req_arg=uring_complete_req_arg(params["io_uring_complete"]),
         uring_submit=uring_submit(params["io_uring_submit_req"], params["io_uring_submit_sqe"]),
     )
+    found = replace(
+        found,
+        uring_complete_by_user_data=found.uring_complete_req_arg is None
+        and found.uring_submit is not None
+        and complete_by_user_data(params["io_uring_complete"]),
+    )
     return _pretend(found, os.environ.get(FEATURES_ENV, ""))
 
 
@@ -104,7 +118,11 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
         elif name == "uring_submit":
             missing[name] = None
         elif name == "uring_complete":
+            # no usable completion tracepoint: io_uring not counted. (The 5.10
+            # matching by user_data needs that kernel's tracepoint arguments, so
+            # it runs only there, in the kernel matrix.)
             missing["uring_complete_req_arg"] = None
+            missing["uring_complete_by_user_data"] = False
         else:
             raise ValueError(f"{FEATURES_ENV}: unknown feature {name!r}")
     return replace(found, **missing)  # type: ignore[arg-type]
@@ -194,6 +212,11 @@ def uring_complete_req_arg(params: list[Param] | None) -> int | None:
     # io_uring_complete(ctx, req, user_data, res, cflags, ...) since 5.15;
     # (ctx, user_data, res) before: no request, so nothing to count from
     return _request_arg(params)
+
+
+def complete_by_user_data(params: list[Param] | None) -> bool:
+    # Linux 5.10: io_uring_complete(void *ctx, u64 user_data, long res, ...)
+    return bool(params) and len(params) >= 3 and params[0].pointer and not params[1].pointer and not params[2].pointer
 
 
 def uring_submit(submit_req: list[Param] | None, submit_sqe: list[Param] | None) -> tuple[str, int] | None:

@@ -145,12 +145,15 @@ class IoProbe:
         for name in CAS_PROGRAMS:
             obj.disable_program(name if name != self._program(name) else name + NOCAS_SUFFIX)
         complete = self._program("handle_uring_complete")
-        self.uring_counted = features.uring_complete_req_arg is not None
-        if self.uring_counted:
-            obj.set_rodata("targ_uring_complete_req_arg", ctypes.c_uint32(features.uring_complete_req_arg or 0))
+        self.uring_counted = features.uring_complete_req_arg is not None or features.uring_complete_by_user_data
+        if features.uring_complete_req_arg is not None:
+            obj.set_rodata("targ_uring_complete_req_arg", ctypes.c_uint32(features.uring_complete_req_arg))
+        elif features.uring_complete_by_user_data:
+            obj.set_rodata("targ_uring_by_user_data", ctypes.c_bool(True))
         else:
             obj.disable_program(complete)
-        # io_uring requests are timed from a submission tracepoint that carries the request
+        # io_uring requests are timed from a submission tracepoint that carries the
+        # request (without one, the completion is the only place they are seen)
         self.uring_latency = self.uring_counted and features.uring_submit is not None
         if self.uring_latency and features.uring_submit:
             tracepoint, arg = features.uring_submit

@@ -34,7 +34,7 @@ from mysqlio.bursts import (
 )
 from mysqlio.events import EVENT_DTYPE
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
-from traced import read_json_line, start_top, stop_top
+from traced import attached_line, read_json_line, start_top, stop_top
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -601,7 +601,7 @@ def test_end_to_end_iogen_periodic(
             text=True,
         )
         assert rec.stderr is not None
-        first = rec.stderr.readline()  # printed once the probes are attached
+        first = attached_line(rec.stderr)
         assert first.startswith("mysqlio: recording pid"), first
         top = start_top(gen.pid, 1.0)
         assert top.stdout is not None

@@ -55,7 +55,7 @@ import pytest
 from mysqlio.bursts import Series, detect
 from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
 from mysqlio.workload import PeriodicBulkWriter
-from traced import report_json, start_top
+from traced import attached_line, report_json, start_top
 
 PERIOD_S = 4  # the job's period (the event scheduler's are whole seconds)
 RUNS = 6  # runs of the job in its phase
@@ -132,7 +132,7 @@ class Recording:
             text=True,
         )
         assert self.proc.stderr is not None
-        first = self.proc.stderr.readline()  # printed once the probes are attached
+        first = attached_line(self.proc.stderr)
         assert first.startswith("mysqlio: recording pid"), first
         return self
 

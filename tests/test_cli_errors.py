@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import assert_one_line_error, read_json_line, start_top
+from traced import assert_one_line_error, read_json_line, start_top, without_tracefs_notice
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 
@@ -84,7 +84,7 @@ def test_pid_exits_mid_trace(bpf_ready: None) -> None:
     assert top.poll() is not None, "top kept running after its target exited"
     stderr = top.stderr.read() if top.stderr else ""
     assert top.returncode == 4
-    errors = [line for line in stderr.splitlines() if "tracing pid" not in line]
+    errors = [line for line in without_tracefs_notice(stderr).splitlines() if "tracing pid" not in line]
     assert errors == [f"mysqlio: process {victim.pid} exited; stopped tracing"]
 
 

@@ -30,7 +30,7 @@ from mysqlio.exporter import ExporterState, IoCollector
 from mysqlio.kinds import KINDS
 from mysqlio.model import FileActivity, Interval
 from mysqlio.probe import FileIdentity
-from traced import assert_one_line_error, read_json_line
+from traced import assert_one_line_error, attached_line, read_json_line
 
 DEFAULT_PORT = 9164
 INTERVAL_S = 0.3
@@ -127,7 +127,7 @@ def start_exporter(pid: int, *extra: str) -> subprocess.Popen[str]:
     )
     assert proc.stderr is not None
     ready, _, _ = select.select([proc.stderr], [], [], 60)
-    line = proc.stderr.readline() if ready else ""
+    line = attached_line(proc.stderr) if ready else ""
     if not line.startswith(f"mysqlio: exporting pid {pid} "):
         proc.kill()
         _, err = proc.communicate()

@@ -20,7 +20,7 @@ import pytest
 from test_exporter import exported_files, free_port, iogen_files, scrape, scrape_after, start_exporter, wait_for
 
 from mysqlio.follow import POLL_S, ServerFollower
-from traced import COUNTERS, FileTotals, read_json_line, report_json, start_top, stop_top
+from traced import COUNTERS, FileTotals, attached_line, read_json_line, report_json, start_top, stop_top
 
 
 def _server(binary: Path, datadir: Path, *args: str) -> subprocess.Popen[str]:
@@ -189,7 +189,7 @@ def test_top_and_record_follow_a_restarted_server(bpf_ready: None, mariadbd: Pat
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert rec.stderr is not None and rec.stderr.readline().startswith("mysqlio: recording pid")
+        assert rec.stderr is not None and attached_line(rec.stderr).startswith("mysqlio: recording pid")
         runs = []
         seen: list[dict] = []  # top's intervals read while waiting for the restart
         for server in (first, "second"):

@@ -26,7 +26,7 @@ import pytest
 from throttled_disk import ThrottledDisk, throttled_disk
 
 from mysqlio.bpf_types import lost_events
-from traced import read_json_line, report_json, start_iogen
+from traced import attached_line, read_json_line, report_json, start_iogen
 
 WRITE_IOPS = 5
 IMPOSED_NS = 1e9 / WRITE_IOPS
@@ -51,7 +51,7 @@ def _start_tracer(argv: list[str], ready: str) -> subprocess.Popen[str]:
         [sys.executable, "-m", "mysqlio", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert proc.stderr is not None
-    line = proc.stderr.readline()  # printed once the probes are attached
+    line = attached_line(proc.stderr)
     assert line.startswith(ready), line
     return proc
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import COUNTERS, read_json_line, report_json, run_iogen_recorded
+from traced import COUNTERS, attached_line, read_json_line, report_json, run_iogen_recorded
 
 pytestmark = pytest.mark.bpf
 
@@ -116,7 +116,7 @@ def test_kill_9_leaves_a_readable_trace(bpf_ready: None, iogen: Path, tmp_path: 
     try:
         assert gen.stdout is not None and rec.stderr is not None
         read_json_line(gen.stdout, 10, "iogen")
-        assert rec.stderr.readline().startswith("mysqlio: recording pid")
+        assert attached_line(rec.stderr).startswith("mysqlio: recording pid")
         time.sleep(3.0)
         os.kill(rec.pid, signal.SIGKILL)
         rec.wait()
@@ -176,7 +176,7 @@ def test_stops_cleanly_on_size_or_sigterm(bpf_ready: None, iogen: Path, tmp_path
     try:
         assert gen.stdout is not None and rec.stderr is not None
         read_json_line(gen.stdout, 10, "iogen")
-        assert rec.stderr.readline().startswith("mysqlio: recording pid")
+        assert attached_line(rec.stderr).startswith("mysqlio: recording pid")
         if how == "sigterm":
             time.sleep(2.0)
             rec.send_signal(signal.SIGTERM)

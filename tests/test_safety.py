@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import held_bpf_ids, read_json_line, run_iogen_recorded, run_iogen_traced, start_top
+from traced import attached_line, held_bpf_ids, read_json_line, run_iogen_recorded, run_iogen_traced, start_top
 
 pytestmark = pytest.mark.bpf
 
@@ -53,7 +53,7 @@ def test_kill_9_leaves_no_probe_attached(bpf_ready: None, tmp_path: Path, comman
             text=True,
         )
         assert tracer.stderr is not None
-        assert tracer.stderr.readline().startswith("mysqlio: recording pid")
+        assert attached_line(tracer.stderr).startswith("mysqlio: recording pid")
     try:
         progs, links = held_prog_link_ids(tracer.pid)
         assert len(progs) >= 3 and len(links) >= 3, (progs, links)  # the probes really were attached

@@ -28,6 +28,7 @@ import pytest
 
 from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
 from mysqlio.verify import TOLERANCE
+from traced import attached_line
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 
@@ -140,7 +141,7 @@ def test_exact_when_quiet_at_both_edges(bpf_ready: None, server: tuple[MariaDB, 
     proc = _verify(db.pid, window_s, "--json")
     assert proc.stderr is not None
     try:
-        assert proc.stderr.readline().startswith("mysqlio: comparing")  # probes attached: the window starts
+        assert attached_line(proc.stderr).startswith("mysqlio: comparing")  # probes attached: the window starts
         started = time.monotonic()
         time.sleep(0.5)  # the first edge (two performance_schema reads around a drain)
         bench.start(3)

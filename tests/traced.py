@@ -79,6 +79,25 @@ def held_bpf_ids(pid: int) -> dict[str, set[int]]:
     return ids
 
 
+# The line mysqlio prints once when it mounted tracefs itself (the first run on
+# a fresh machine: syscall_hook.HookChoice.notice); tests that read a tracer's
+# first stderr line look past it.
+TRACEFS_NOTICE = "mysqlio: tracefs was not mounted; mounted it at "
+
+
+def attached_line(stream: TextIO) -> str:
+    """A tracer's first stderr line (printed once the probes are attached),
+    past the tracefs notice."""
+    line = stream.readline()
+    while line.startswith(TRACEFS_NOTICE):
+        line = stream.readline()
+    return line
+
+
+def without_tracefs_notice(stderr: str) -> str:
+    return "".join(line for line in stderr.splitlines(keepends=True) if not line.startswith(TRACEFS_NOTICE))
+
+
 def read_json_line(stream: TextIO, timeout_s: float, what: str) -> dict[str, Any]:
     """The next line of stream as JSON, or fail after timeout_s."""
     ready, _, _ = select.select([stream], [], [], timeout_s)
@@ -213,7 +232,7 @@ def run_iogen_recorded(
             text=True,
         )
         assert rec.stderr is not None
-        first = rec.stderr.readline()  # printed once the probes are attached
+        first = attached_line(rec.stderr)
         assert first.startswith("mysqlio: recording pid"), first
         gen.stdin.write("go\n")
         gen.stdin.flush()
@@ -248,7 +267,7 @@ def report_json(trace: str, *args: str) -> dict[str, Any]:
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
     """A user error: non-zero exit, exactly one line on stderr holding each fragment, no traceback."""
     assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
+    lines = without_tracefs_notice(proc.stderr).strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     for fragment in fragments:

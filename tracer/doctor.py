@@ -36,9 +36,10 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from mysqlio import kernel_features, preflight, syscall_hook
 from mysqlio import layout as layout_mod
-from mysqlio import preflight, syscall_hook
 from mysqlio.errors import BpfError, UserError
+from mysqlio.kernel_features import KernelFeatures
 from mysqlio.units import human_bytes, printable
 
 STATUSES = ("ok", "warn", "fail", "skip")
@@ -47,14 +48,12 @@ SECTIONS = {"ebpf": "Kernel and eBPF backend", "tools": "Build tools and SystemT
 # The probes attach to these BTF raw tracepoints (probes/mysqlio.bpf.c, SEC("tp_btf/...")).
 SYSCALL_TRACEPOINTS = ("sys_enter", "sys_exit")
 IO_URING_TRACEPOINTS = ("io_uring_complete",)
-URING_SUBMIT_TRACEPOINT = "io_uring_submit_req"
 BTF_KIND_TYPEDEF = 8
 # bpf_object__next_map / __next_program, the newest symbols mysqlio.libbpf calls, came in 0.6
 # (as did libbpf_major_version, so a libbpf without it is too old anyway).
 MIN_LIBBPF = (0, 6)
 # the probes call bpf_get_current_task_btf and keep each syscall in task-local
 # storage from tracing programs: both since Linux 5.11 (CAP_BPF and the ring buffer: 5.8)
-MIN_KERNEL = (5, 11)
 JIT_PATH = "/proc/sys/net/core/bpf_jit_enable"
 IO_URING_SYSCTL = "/proc/sys/kernel/io_uring_disabled"
 TEST_WRITE_BYTES = 4096
@@ -129,18 +128,10 @@ def _version_tuple(text: str) -> tuple[int, ...] | None:
 
 
 def check_kernel(release: str | None = None) -> Check:
+    """The release, for the record: what the probes can do is asked of the kernel
+    itself (kernel_feature_checks), since vendor kernels carry backports."""
     release = release or platform.release()
-    version = _version_tuple(release)
-    if version is None or version >= MIN_KERNEL:
-        return Check("kernel", "ok", f"Linux {release}", value=release)
-    return Check(
-        "kernel",
-        "warn",
-        f"Linux {release}: older than {MIN_KERNEL[0]}.{MIN_KERNEL[1]} (no task-local storage or "
-        "bpf_get_current_task_btf for tracing programs)",
-        "use --backend stap on this kernel (see docs/systemtap.md)",
-        value=release,
-    )
+    return Check("kernel", "ok", f"Linux {release}", value=release)
 
 
 def check_btf(path: str = preflight.BTF_PATH) -> Check:
@@ -278,7 +269,7 @@ def check_tracepoints(what: str, events: Sequence[str], found: dict[str, bool] |
 
 
 def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
-    names = [f"btf_trace_{e}" for e in (*SYSCALL_TRACEPOINTS, *IO_URING_TRACEPOINTS, URING_SUBMIT_TRACEPOINT)]
+    names = [f"btf_trace_{e}" for e in (*SYSCALL_TRACEPOINTS, *IO_URING_TRACEPOINTS)]
     found: dict[str, bool] | Exception
     try:
         found = btf_types_present(names, btf_path)
@@ -298,7 +289,6 @@ def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
             "io_uring requests are counted at io_uring_complete (CONFIG_IO_URING): use a newer kernel, "
             "or --backend stap",
         ),
-        check_uring_latency(found),
     ]
 
 
@@ -360,20 +350,92 @@ def check_syscall_hook(choice: syscall_hook.HookChoice) -> Check:
     )
 
 
-def check_uring_latency(found: dict[str, bool] | Exception) -> Check:
-    """io_uring_submit_req (its name since Linux 6.3; io_uring_submit_sqe before) times
-    io_uring requests; without it they are still counted, not timed."""
-    name = "io_uring latency"
-    if isinstance(found, Exception):
-        return Check(name, "fail", f"cannot read the kernel's BTF: {found}", "see the BTF line")
-    if found.get(f"btf_trace_{URING_SUBMIT_TRACEPOINT}"):
-        return Check(name, "ok", f"{URING_SUBMIT_TRACEPOINT}: io_uring requests are timed from submission")
-    return Check(
-        name,
-        "warn",
-        f"no {URING_SUBMIT_TRACEPOINT} tracepoint (Linux < 6.3): io_uring requests are counted, not timed",
-        "a kernel >= 6.3 for io_uring latency; syscall and libaio latency work here",
-    )
+def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
+    """What the kernel's BPF can do, probed, and the fallback where it cannot:
+    none of these stops the eBPF backend; each says what a fallback costs."""
+    if isinstance(features, Exception):
+        return [Check("BPF features", "fail", f"cannot probe the kernel: {features}", "see the lines above")]
+
+    def feature(name: str, have: bool, detail_ok: str, detail_missing: str, fix: str = "") -> Check:
+        if have:
+            return Check(name, "ok", detail_ok, value="yes")
+        return Check(name, "warn", detail_missing, fix, value="fallback")
+
+    checks = [
+        feature(
+            "task storage",
+            features.task_storage,
+            "bpf_task_storage_get in tracing programs: in-flight syscalls in task-local storage",
+            "no task storage for tracing programs (Linux 5.13): in-flight syscalls in a bounded per-thread LRU "
+            "hash instead (a little slower; nothing lost)",
+        ),
+        feature(
+            "task BTF",
+            features.task_btf,
+            "bpf_get_current_task_btf: the fd table read with plain loads",
+            "no bpf_get_current_task_btf (Linux 5.11): the fd table read with CO-RE probe reads instead",
+        ),
+        feature(
+            "BPF atomics",
+            features.atomics,
+            "compare-and-swap: latency maxima exact under concurrent updates",
+            "no BPF compare-and-swap (Linux 5.12): programs built without it are loaded; a latency maximum can "
+            "miss a larger value written at the same instant by another CPU",
+        ),
+        feature(
+            "BPF ring buffer",
+            features.ringbuf,
+            "record streams events through a BPF ring buffer",
+            "no BPF ring buffer (Linux 5.8): `mysqlio record` cannot run here; top and exporter can",
+            "record with --backend stap, or a kernel with the BPF ring buffer",
+        ),
+    ]
+    if features.uring_complete_req_arg is not None:
+        checks.append(Check("io_uring counts", "ok", "io_uring_complete names the request", value="yes"))
+    elif features.uring_complete_by_user_data:
+        checks.append(
+            Check(
+                "io_uring counts",
+                "warn",
+                "io_uring_complete names no request (before Linux 5.15): completions matched to their submission "
+                "by ring and user_data; a request in flight when tracing starts is not counted",
+                value="fallback",
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                "io_uring counts",
+                "warn",
+                "no io_uring tracepoint names the request: io_uring requests are NOT counted on this kernel",
+                "a kernel with io_uring tracepoints that carry the request (5.15+), or MariaDB with libaio "
+                "(innodb_linux_aio=aio)",
+                value="no",
+            )
+        )
+    if features.uring_submit is not None:
+        tracepoint, _ = features.uring_submit
+        checks.append(
+            Check("io_uring latency", "ok", f"{tracepoint}: io_uring requests are timed from submission", value="yes")
+        )
+    else:
+        checks.append(
+            Check(
+                "io_uring latency",
+                "warn",
+                "no io_uring submission tracepoint with the request: io_uring requests are counted, not timed",
+                "syscall and libaio latency work here",
+                value="no",
+            )
+        )
+    return checks
+
+
+def probe_kernel_features() -> KernelFeatures | Exception:
+    try:
+        return kernel_features.probe()
+    except (OSError, BpfError, ValueError) as exc:
+        return exc
 
 
 # ---- the BPF object and a real attach --------------------------------------------
@@ -1000,7 +1062,22 @@ def system_checks() -> list[Check]:
         why = f"not checked: {'BTF' if btf.status != 'ok' else 'libbpf'} failed"
         tracepoints = [Check(f"{what} tracepoints", "skip", why, required=True) for what in ("syscall", "io_uring")]
     bpf_object = check_bpf_object()
-    checks = [privileges, check_kernel(), btf, check_jit(), libbpf, *tracepoints, *syscall_hook_checks(), bpf_object]
+    features = (
+        kernel_feature_checks(probe_kernel_features())
+        if btf.status == "ok" and libbpf.status == "ok" and privileges.status == "ok"
+        else [Check("BPF features", "skip", "not checked: needs root, BTF and libbpf")]
+    )
+    checks = [
+        privileges,
+        check_kernel(),
+        btf,
+        check_jit(),
+        libbpf,
+        *tracepoints,
+        *features,
+        *syscall_hook_checks(),
+        bpf_object,
+    ]
     checks.append(check_probe_attach([privileges, btf, libbpf, *tracepoints, bpf_object]))
     checks.append(check_io_uring_sysctl())
     ebpf = ebpf_ready(checks)

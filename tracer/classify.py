@@ -10,7 +10,9 @@ The InnoDB directories add no rule: InnoDB's names in them are fixed and the
 basename rules know them.
 
 Kinds (KINDS): redo, doublewrite, system, undo, temp, alter, table, binlog,
-binlog_index, binlog_gtid_index (MariaDB 11.4+ `*.NNNNNN.idx`), relay_log,
+binlog_index (also its companions while binlogs are purged or the index is
+rewritten: `*.~rec~`, MySQL's `*.index_crash_safe`), binlog_gtid_index
+(MariaDB 11.4+ `*.NNNNNN.idx`), relay_log,
 relay_index, replication_info, aria, myisam, ddl_log, tc_log (`tc.log`, the
 XA coordinator log), error_log, slow_log, general_log, server_log, tmp, other.
 Server logs by basename: `*.err`, `[*-]error.log` are error_log; `[*-]slow[-*].log`
@@ -51,9 +53,11 @@ _BASENAME_RULES: list[tuple[str, re.Pattern[str]]] = [
         ("alter", r"^#sql.*\.ibd$"),
         ("table", r"^.+\.ibd$"),
         ("relay_index", r"^.+-relay-bin(-.+)?\.index$"),
+        ("relay_index", r"^.+-relay-bin(-.+)?\.(~rec~|index_crash_safe)$"),
         ("relay_log", r"^.+-relay-bin(-.+)?\.\d{6}$"),
         ("binlog_index", r"^.+-bin\.index$"),
         ("binlog_index", r"^binlog\.index$"),
+        ("binlog_index", r"^(.+-bin|binlog)\.(~rec~|index_crash_safe)$"),
         ("binlog", r"^.+-bin\.\d{6}$"),
         ("binlog", r"^binlog\.\d{6}$"),
         ("binlog_gtid_index", r"^(.+-bin|binlog)\.\d{6}\.idx$"),
@@ -124,6 +128,10 @@ class Classifier:
             (lay.log_error, "error_log"),
         ]
         self._exact.update({path: kind for path, kind in singles if path})
+        for index, kind in ((lay.log_bin_index, "binlog_index"), (lay.relay_log_index, "relay_index")):
+            if index:  # the purge register and the crash-safe copy of an index (the index's name, new extension)
+                stem = os.path.splitext(index)[0]
+                self._exact.update({stem + ".~rec~": kind, stem + ".index_crash_safe": kind})
         if lay.log_bin_basename:
             base = re.escape(lay.log_bin_basename)
             self._rules += [

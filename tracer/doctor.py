@@ -36,7 +36,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio import kernel_features, preflight, syscall_hook
+from mysqlio import kernel_features, mapped_files, preflight, syscall_hook
 from mysqlio import layout as layout_mod
 from mysqlio.errors import BpfError, UserError
 from mysqlio.kernel_features import KernelFeatures
@@ -759,14 +759,8 @@ def error_log_location(pid: int, configured: str | None) -> tuple[str | None, st
         why = f"stderr is {target}, not a file (systemd journal or a pipe?)"
     except OSError as exc:
         why = f"cannot read {fd2}: {exc.strerror} (run as root)"
-    if configured:
-        root = f"/proc/{pid}/root"
-        local = configured
-        with contextlib.suppress(OSError):
-            if os.stat(root) != os.stat("/"):
-                local = root + configured
-        if os.path.isfile(local):
-            return local, configured, ""
+    if configured and os.path.isfile(configured):  # a path here, also for a server in another root
+        return configured, configured, ""
     return None, None, why
 
 
@@ -1022,6 +1016,7 @@ def server_checks(pid: int | None, finder: Callable[[], int] | None = None) -> l
     readable_from, shown, why = error_log_location(found, lay.log_error)
     checks.append(check_error_log(shown, readable_from, why))
     log_backend = log_line = log_problem = None
+    run = b""
     if readable_from:
         try:
             run, how = current_run(read_tail(readable_from), _ns_pid(found))
@@ -1035,6 +1030,7 @@ def server_checks(pid: int | None, finder: Callable[[], int] | None = None) -> l
     native = options.values.get("innodb_use_native_aio")
     native = _BOOL_VALUES.get(native.upper(), native) if native is not None else None
     checks.append(check_aio_backend(log_backend, log_line, kernel_aio_evidence(found), native, log_problem))
+    checks.append(Check(**mapped_files.doctor_check(mapped_files.mapped_redo(found, lay), run), section="server"))
     for option in (
         "innodb_flush_method",
         "innodb_use_native_aio",

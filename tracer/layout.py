@@ -6,8 +6,14 @@ the option files it reads (`--defaults-file` alone, else /etc/my.cnf,
 `--defaults-extra-file`; `!include` / `!includedir` followed; ~/.my.cnf is not
 read), then /proc/PID/cmdline, then MySQL 8's `mysqld-auto.cnf` (SET PERSIST).
 mysqld chdir()s to its datadir, so /proc/PID/cwd *is* the datadir and the base
-of relative paths. Files are read through /proc/PID/root when the server runs
-in another mount namespace. Every unreadable source is skipped; nothing raises.
+of relative paths. Every unreadable source is skipped; nothing raises.
+
+A server in another root (chroot, container: /proc/PID/root is not our /) has
+its option files read through /proc/PID/root, symbolic links resolved inside
+that root, and every path of the layout given as a path *here* (`host_root()`
+prepended), so they name the files mysqlio reports: the chroot directory (or,
+for a mount namespace cloned from ours, the directory /proc/PID/root links to)
+when that is where the kernel names its files, else /proc/PID/root itself.
 
 Default names the server derives (bare `log_bin`, default relay log) are
 filled in only where they are certain (MariaDB: from the pid file name or
@@ -45,7 +51,7 @@ _SHORT = {"-h": "datadir", "-b": "basedir", "-t": "tmpdir"}
 
 @dataclass
 class ServerLayout:
-    """A server's files. Paths are absolute in the server's mount namespace; None: unknown."""
+    """A server's files. Paths are absolute, as seen here (`root` prepended); None: unknown."""
 
     datadir: str | None = None
     log_bin: bool = False  # binary log enabled (the name may still be unknown)
@@ -67,6 +73,7 @@ class ServerLayout:
     tmpdir: list[str] = field(default_factory=list)  # tmpdir (':'-separated; default $TMPDIR or /tmp), innodb_tmpdir
     version: str | None = None
     option_files: list[str] = field(default_factory=list)  # option files actually read, in order
+    root: str = ""  # the server's root directory as a path here; "" when it is ours
 
 
 # -- option files --------------------------------------------------------------
@@ -285,12 +292,15 @@ def layout_from(
     root: str = "",
     environ: Mapping[str, str] | None = None,
     realpath: Callable[[str], str] = os.path.normpath,
+    host_root: str = "",
 ) -> ServerLayout:
-    """The layout of a server with this argv and working directory.
+    """The layout of a server with this argv and working directory (both as the server sees them).
 
     `root` prefixes every absolute file read (the server's /proc/PID/root);
     `environ` is the server's environment (MYSQL_HOME etc.); `realpath`
-    canonicalises paths the way the kernel will report them.
+    canonicalises paths the way the kernel will report them (for a server in
+    another root: resolved in that root, `host_root` prepended); `host_root`
+    also prefixes the option files listed.
     """
     env = environ or {}
     argv = _parse_cmdline(cmdline)
@@ -312,7 +322,7 @@ def layout_from(
     opts: dict[str, str] = {}
     _apply(opts, files.options)
     _apply(opts, argv)
-    datadir = cwd or _resolve(opts.get("datadir"), opts.get("basedir"), realpath)
+    datadir = cwd or _resolve(opts.get("datadir"), opts.get("basedir"), os.path.normpath)  # the server's name
     if datadir and "no_defaults" not in meta and opts.get("persisted_globals_load", "ON").upper() not in ("OFF", "0"):
         auto = os.path.join(datadir, "mysqld-auto.cnf")
         try:
@@ -323,8 +333,9 @@ def layout_from(
             pass
     if not opts.get("tmpdir") or opts["tmpdir"] == _OFF:
         opts["tmpdir"] = env.get("TMPDIR") or "/tmp"  # mysqld's own default
-    layout = _build(opts, realpath(datadir) if datadir else None, flavor, version, realpath)
-    layout.option_files = files.files
+    layout = _build(opts, os.path.normpath(datadir) if datadir else None, flavor, version, realpath)
+    layout.option_files = [host_root + path for path in files.files]
+    layout.root = host_root
     return layout
 
 
@@ -351,7 +362,7 @@ def _build(
     def path(value: str | None) -> str | None:
         return _resolve(value, datadir, rp)
 
-    lay = ServerLayout(datadir=datadir, version=version)
+    lay = ServerLayout(datadir=rp(datadir) if datadir else None, version=version)
     pid_stem = None  # MariaDB names default logs after the pid file (verified on 10.11)
     pid_file = val("pid_file") or (opts["_log_basename"] + ".pid" if val("_log_basename") else None)
     if flavor == "mariadb" and pid_file:
@@ -381,8 +392,8 @@ def _build(
     lay.slow_log = path(val("slow_query_log_file"))
     lay.general_log = path(val("general_log_file"))
     lay.tc_log = path(val("log_tc"))
-    lay.data_files = _file_names(val("innodb_data_file_path"))
-    lay.temp_data_files = _file_names(val("innodb_temp_data_file_path"))
+    lay.data_files = [rp(n) if os.path.isabs(n) else n for n in _file_names(val("innodb_data_file_path"))]
+    lay.temp_data_files = [rp(n) if os.path.isabs(n) else n for n in _file_names(val("innodb_temp_data_file_path"))]
     lay.data_home_dir = path(val("innodb_data_home_dir"))
     lay.log_group_home_dir = path(val("innodb_log_group_home_dir"))
     lay.undo_dir = path(val("innodb_undo_directory"))
@@ -413,13 +424,83 @@ def _read_environ(pid: int) -> dict[str, str]:
     return {k: v for k, _, v in pairs}
 
 
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _root(pid: int) -> tuple[str, Callable[[str], str]]:
-    """How to read the server's files: a path prefix and a path canonicaliser."""
+    """How to read the server's files: a path prefix and a path canonicaliser
+    (server path -> the canonical path here, see host_root())."""
+    proc_root = f"/proc/{pid}/root"
     try:
-        same = os.stat(f"/proc/{pid}/root") == os.stat("/")
+        same = _same_file(os.stat(proc_root), os.stat("/"))
     except OSError:
-        same = True  # cannot tell: assume the usual, our own mount namespace
-    return ("", os.path.realpath) if same else (f"/proc/{pid}/root", os.path.normpath)
+        same = True  # cannot tell: assume the usual, our own root
+    if same:
+        return "", os.path.realpath
+    host = host_root(pid)
+    return proc_root, lambda path: host + realpath_in_root(proc_root, path)
+
+
+def host_root(pid: int) -> str:
+    """The server's root directory as a path here: "" when it is ours.
+
+    The kernel names a file from the walk up to the root of the file's mount
+    namespace. A server chrooted in our mount namespace, or in one cloned from
+    ours (unshare --mount), has its files named under its root directory's path
+    here, which is where /proc/PID/root links to: that path, when it is that
+    directory. Otherwise (a container's own root mount, out of our reach) the
+    names are the server's own, readable here under /proc/PID/root."""
+    proc_root = f"/proc/{pid}/root"
+    try:
+        st = os.stat(proc_root)
+        if _same_file(st, os.stat("/")):
+            return ""
+    except OSError:
+        return ""
+    try:
+        link = os.readlink(proc_root)
+        if link != "/" and os.path.isabs(link) and _same_file(os.stat(link), st):
+            return os.path.normpath(link)
+    except OSError:
+        pass
+    return proc_root
+
+
+def to_server_path(path: str, host: str) -> str:
+    """The server's name for a path here that lies in its root `host` (unchanged otherwise)."""
+    if not host:
+        return path
+    if path == host:
+        return "/"
+    return path[len(host) :] if path.startswith(host + "/") else path
+
+
+def realpath_in_root(root: str, path: str, max_links: int = 40) -> str:
+    """os.path.realpath of the server path `path` inside the directory `root`
+    (absolute links restart at `root`, '..' stops there); missing parts are kept."""
+    resolved: list[str] = []
+    todo = [p for p in path.split("/") if p not in ("", ".")]
+    todo.reverse()
+    links = 0
+    while todo:
+        part = todo.pop()
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        try:
+            target = os.readlink(root + "/" + "/".join([*resolved, part]))
+        except OSError:  # not a link, or missing
+            resolved.append(part)
+            continue
+        links += 1
+        if links > max_links:
+            return os.path.normpath("/" + "/".join([*resolved, part, *reversed(todo)]))
+        if target.startswith("/"):
+            resolved = []
+        todo.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
+    return "/" + "/".join(resolved)
 
 
 def read_layout(pid: int) -> ServerLayout:
@@ -435,14 +516,17 @@ def read_layout(pid: int) -> ServerLayout:
     if not _SERVER_EXE.fullmatch(name):
         return ServerLayout()
     root, realpath = _root(pid)
+    host = host_root(pid) if root else ""
+    cwd = _readlink(f"{proc}/cwd")
     return layout_from(
         cmdline,
-        _readlink(f"{proc}/cwd"),
+        to_server_path(cwd, host) if cwd else None,
         version=binary_version(f"{proc}/exe"),
         exe=exe,
         root=root,
         environ=_read_environ(pid),
         realpath=realpath,
+        host_root=host,
     )
 
 

@@ -14,10 +14,14 @@ TEXT_HEADER = (
 )
 
 
-def write_json(interval: Interval, out: TextIO, bursts: list[dict[str, Any]] | None = None) -> None:
+def write_json(
+    interval: Interval, out: TextIO, bursts: list[dict[str, Any]] | None = None, notes: list[str] | None = None
+) -> None:
     obj = interval.to_json()
     if bursts is not None:
         obj["bursts"] = bursts  # the periodic bursts active now (mysqlio.bursts.Train.to_json)
+    if notes:
+        obj["notes"] = notes  # what mysqlio cannot count here (mysqlio.mapped_files.redo_note)
     out.write(json.dumps(obj, separators=(",", ":")) + "\n")
     out.flush()
 

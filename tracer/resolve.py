@@ -3,7 +3,18 @@
 Order of trust: the traced process's own open fds (/proc/PID/fd, exact and
 current), then the path the kernel walked from the dentry at the first request
 (checked against the disk: if that name now holds another inode, the file was
-renamed or deleted, and its directory is searched for the inode).
+renamed or deleted, and its directory is searched for the inode). A name the
+probe cut short (".../a/b", deeper than its PATH_DEPTH components) is completed
+from the process's working directory (mysqld's datadir) or root where their
+components overlap, when the completed path holds that inode. A file the
+kernel has no name for (its name was walked before the interval began) that was
+open at an earlier /proc read keeps the name it had there, if it still holds it.
+
+A process in another root (chroot, container) has its files named by the kernel
+as seen from the root of each file's mount namespace: under its root directory's
+path here when its mount namespace is ours or a clone of it, else by its own
+names. Either way the path given is one that opens the file here, checked by
+inode where the file still exists (see mysqlio.layout.host_root).
 """
 
 from __future__ import annotations
@@ -13,11 +24,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mysqlio.layout import host_root, to_server_path
 from mysqlio.probe import FileIdentity, KernelName
 
 DELETED_SUFFIX = " (deleted)"
 _REFRESH_MIN_S = 0.5  # a burst of unknown files triggers one /proc scan, not many
 _DIR_SCAN_LIMIT = 100_000
+_WAS_OPEN_MAX = 10_000  # names of files seen open and closed since, kept for the kernel's gaps
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,22 @@ class FileResolver:
         self._kernel_name = kernel_name
         self._open: dict[FileIdentity, ResolvedPath] = {}
         self._closed: dict[FileIdentity, ResolvedPath] = {}
+        self._was_open: dict[FileIdentity, ResolvedPath] = {}
         self._last_scan = 0.0
+        self._root = host_root(pid)  # "" when the process shares our root
+
+    def _here(self, path: str, file: FileIdentity | None) -> str:
+        """The kernel's name of a file of the process -> the path that opens it here."""
+        root = self._root
+        if not root:
+            return path
+        server = to_server_path(path, root)
+        candidates = list(dict.fromkeys([root + server, f"/proc/{self.pid}/root{server}"]))
+        if file is not None:
+            for candidate in dict.fromkeys([path, *candidates]):
+                if _is_same_file(candidate, file):
+                    return candidate
+        return path if server != path else candidates[0]
 
     def scan_fds(self) -> None:
         """Read every open fd of the process: identity -> current path."""
@@ -57,7 +85,14 @@ class FileResolver:
             deleted = target.endswith(DELETED_SUFFIX)
             if deleted:
                 target = target[: -len(DELETED_SUFFIX)]
-            found[FileIdentity(st.st_dev, st.st_ino)] = ResolvedPath(target, deleted, "fd")
+            identity = FileIdentity(st.st_dev, st.st_ino)
+            found[identity] = ResolvedPath(self._here(target, None if deleted else identity), deleted, "fd")
+        for identity in self._open.keys() - found.keys():
+            self._was_open[identity] = self._open[identity]
+        for identity in found.keys() & self._was_open.keys():
+            del self._was_open[identity]
+        while len(self._was_open) > _WAS_OPEN_MAX:
+            del self._was_open[next(iter(self._was_open))]
         self._open = found
         self._last_scan = time.monotonic()
 
@@ -79,16 +114,48 @@ class FileResolver:
 
     def _from_kernel(self, file: FileIdentity) -> ResolvedPath:
         name = self._kernel_name(file)
+        last = self._was_open.get(file)
+        if name is None and last is not None and (last.deleted or _is_same_file(last.path, file)):
+            return last  # e.g. a binlog closed by a rotation: its last requests count under its name
         if name is None:
             return ResolvedPath(f"<dev {os.major(file.dev)}:{os.minor(file.dev)} inode {file.ino}>", False, "unknown")
-        if not name.complete or name.deleted:
-            return ResolvedPath(name.path, name.deleted, "kernel")
-        if _is_same_file(name.path, file):
-            return ResolvedPath(name.path, False, "kernel")
-        moved = _find_in_dir(os.path.dirname(name.path), file)
+        if not name.complete:
+            full = self._complete(name.path, None if name.deleted else file)
+            deleted = name.deleted
+            if full is None and not deleted:  # gone from that name since the walk: its directory then
+                full = self._complete(name.path, None)
+                deleted = True
+            if full is None:
+                return ResolvedPath(name.path, name.deleted, "kernel")
+            return ResolvedPath(full, deleted, "kernel+cwd")
+        path = self._here(name.path, None if name.deleted else file)
+        if name.deleted:
+            return ResolvedPath(path, True, "kernel")
+        if _is_same_file(path, file):
+            return ResolvedPath(path, False, "kernel")
+        moved = _find_in_dir(os.path.dirname(path), file)
         if moved is not None:
             return ResolvedPath(moved, False, "kernel+dir")
-        return ResolvedPath(name.path, True, "kernel")
+        return ResolvedPath(path, True, "kernel")
+
+    def _complete(self, cut: str, file: FileIdentity | None) -> str | None:
+        """The full path of a name cut short, ".../a/b": a directory the process uses
+        (its cwd, its root) continued by the components it shares with the name's start;
+        the path must hold `file`, or for a deleted file (None) its directory must exist."""
+        tail = [c for c in cut.removeprefix(".../").split("/") if c]
+        try:
+            cwd = os.readlink(f"/proc/{self.pid}/cwd").removesuffix(DELETED_SUFFIX)
+        except OSError:
+            cwd = ""
+        for anchor in dict.fromkeys(a for a in (cwd, self._root) if a.startswith("/")):
+            comps = [c for c in anchor.split("/") if c]
+            for i in range(len(comps) + 1):
+                shared = comps[i:]
+                if len(shared) < len(tail) and tail[: len(shared)] == shared:
+                    path = self._here("/" + "/".join(comps[:i] + tail), file)
+                    if _is_same_file(path, file) if file else os.path.isdir(os.path.dirname(path)):
+                        return path
+        return None
 
     def forget_closed(self) -> None:
         """Drop cached names of closed files (their inode numbers may be reused)."""

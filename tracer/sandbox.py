@@ -15,6 +15,10 @@ Layout of the base directory (all absolute paths)::
     install-db.log  mariadb-install-db output
     mariadbd.out    server stdout/stderr (messages before the error log opens)
 
+`RootedMariaDB` is the same server taken from another Debian release's root
+directory (tools/server_roots.py), run in its own mount and pid namespace with its
+base directory inside that root: a containerised server, as seen from the host.
+
 InnoDB I/O backends (MariaDB >= 10.11.12 has `innodb_linux_aio`, MDEV-36234):
 "io_uring" and "aio" set innodb_use_native_aio=ON plus innodb_linux_aio;
 "pwrite" sets innodb_use_native_aio=OFF (simulated AIO: thread pool doing
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import math
 import os
 import re
@@ -71,11 +76,11 @@ class MariaDBOptions:
     extra: dict[str, str] = field(default_factory=dict)  # more [mariadbd] options
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM it when the process that started it dies,
+def _die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """In the child before exec: send it `sig` when the process that started it dies,
     so even a kill -9 of the test or demo leaves no server behind."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
 def find_binary(name: str) -> str:
@@ -172,6 +177,8 @@ class MariaDB:
 
     STOP_TIMEOUT_S = 60.0
     CLIENT_TIMEOUT_S = 120.0
+    USER = "root"  # --user of mariadbd and mariadb-install-db
+    PARENT_DEATH_SIGNAL = signal.SIGTERM  # what the server gets when this process dies
 
     def __init__(self, options: MariaDBOptions | None = None, base_dir: str | None = None) -> None:
         self.options = options or MariaDBOptions()
@@ -209,8 +216,8 @@ class MariaDB:
             raise RuntimeError("MariaDB sandbox already started")
         deadline = time.monotonic() + timeout_s
         try:
-            mariadbd = find_binary("mariadbd")
-            install_db = find_binary("mariadb-install-db")
+            mariadbd = self._server_binary("mariadbd")
+            install_db = self._server_binary("mariadb-install-db")
             find_binary("mariadb")
             self._make_layout()
             self._install_db(install_db, deadline)
@@ -225,9 +232,30 @@ class MariaDB:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
+                self._terminate(proc)
             _wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
         self._remove_base()
+
+    # -- what a server in another root changes (RootedMariaDB) -------------
+    def _server_binary(self, name: str) -> str:
+        """The path the server-side program `name` is started by."""
+        return find_binary(name)
+
+    def _command(self, argv: list[str]) -> list[str]:
+        """The command line that runs the server-side program `argv`."""
+        return argv
+
+    def server_path(self, path: str) -> str:
+        """Where the server sees the file that is at `path` here."""
+        return path
+
+    def host_path(self, path: str) -> str:
+        """Where the file the server calls `path` is here."""
+        return path
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        """Ask the server to shut down."""
+        proc.terminate()
 
     def _make_layout(self) -> None:
         """Create the base dir and set all paths."""
@@ -277,7 +305,7 @@ class MariaDB:
             "pid_file": self.pid_file,
             "log_error": self.error_log,
             "tmpdir": self.tmpdir,
-            "user": "root",
+            "user": self.USER,
             "skip_networking": "",
             "skip_name_resolve": "",
             "server_id": "1",
@@ -302,14 +330,16 @@ class MariaDB:
     def _install_db(self, install_db: str, deadline: float) -> None:
         """Run mariadb-install-db (fast: no test db, plain root auth)."""
         log = os.path.join(self.base_dir, "install-db.log")
-        cmd = [
-            install_db,
-            f"--defaults-file={self.config_file}",
-            "--user=root",
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-            "--skip-name-resolve",
-        ]
+        cmd = self._command(
+            [
+                install_db,
+                f"--defaults-file={self.server_path(self.config_file)}",
+                f"--user={self.USER}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                "--skip-name-resolve",
+            ]
+        )
         try:
             rc = _run_logged(cmd, log, max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -320,7 +350,7 @@ class MariaDB:
     def _spawn(self, mariadbd: str) -> None:
         """Start mariadbd in its own session (Ctrl-C in a terminal does not hit it)."""
         out = os.path.join(self.base_dir, "mariadbd.out")
-        cmd = [mariadbd, f"--defaults-file={self.config_file}", "--user=root"]
+        cmd = self._command([mariadbd, f"--defaults-file={self.server_path(self.config_file)}", f"--user={self.USER}"])
         with open(out, "ab") as log:
             self._proc = subprocess.Popen(
                 cmd,
@@ -328,7 +358,7 @@ class MariaDB:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=functools.partial(_die_with_parent, self.PARENT_DEATH_SIGNAL),
             )
         self.pid = self._proc.pid
 
@@ -504,10 +534,131 @@ class MariaDB:
         )
         summary: dict[str, tuple[int, int, int, int]] = {}
         for name, wbytes, wcount, rbytes, rcount in rows:
-            path = os.path.normpath(os.path.join(self.datadir, name))
+            path = os.path.normpath(os.path.join(self.datadir, self.host_path(name)))
             ob, oc, orb, orc = summary.get(path, (0, 0, 0, 0))
             summary[path] = (ob + int(wbytes), oc + int(wcount), orb + int(rbytes), orc + int(rcount))
         return summary
+
+
+class RootedMariaDB(MariaDB):
+    """A throwaway mariadbd of another Debian release, started from here inside that
+    release's root directory (tools/server_roots.py builds them) and in its own mount
+    and pid namespace, which is how a containerised server looks from the host::
+
+        unshare --mount --pid --fork --kill-child --root=ROOT --mount-proc \\
+            env -i PATH=... mariadbd --defaults-file=/srv/mysqlio-.../my.cnf --user=mysql
+
+    The base directory (datadir, socket, logs) is ROOT/srv/mysqlio-<creator pid>-<hex>.
+    Every attribute (base_dir, datadir, socket, error_log, ...) is the path here;
+    server_path() gives the server's own name for it (its option file and its
+    performance_schema use those), host_path() the reverse. The server runs as the
+    root's mysql user, as a packaged one does (started as root with log_bin, MariaDB
+    10.5 aborts: EACCES on its binlog index). `pid` is mariadbd itself (pid 1 of its
+    namespace), not the unshare process waiting for it; stop() sends it SIGTERM. Base
+    directories whose creator has died (a killed test) are removed by the next start()
+    in the same root. Needs root.
+    """
+
+    USER = "mysql"
+    # unshare blocks SIGTERM; a SIGKILL ends it, and its --kill-child kills the server
+    PARENT_DEATH_SIGNAL = signal.SIGKILL
+    SPAWN_TIMEOUT_S = 10.0
+    BASE_PARENT = "srv"
+    _BASE_NAME = re.compile(r"mysqlio-(\d+)-[0-9a-f]+")
+    _PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def __init__(self, root: str, options: MariaDBOptions | None = None) -> None:
+        super().__init__(options)
+        self.root = os.path.realpath(root)
+        self.unshare_pid = 0
+
+    def server_path(self, path: str) -> str:
+        if path == self.root:
+            return "/"
+        return path[len(self.root) :] if path.startswith(self.root + "/") else path
+
+    def host_path(self, path: str) -> str:
+        return self.root + path if os.path.isabs(path) else path
+
+    def _server_binary(self, name: str) -> str:
+        for directory in ("/usr/sbin", "/usr/bin"):
+            if os.path.isfile(self.root + f"{directory}/{name}"):
+                return f"{directory}/{name}"
+        raise RuntimeError(f"no {name} in {self.root} (build the root with tools/server_roots.py)")
+
+    def _command(self, argv: list[str]) -> list[str]:
+        ns = [find_binary("unshare"), "--mount", "--pid", "--fork", "--kill-child", f"--root={self.root}"]
+        return [*ns, "--mount-proc", "/usr/bin/env", "-i", f"PATH={self._PATH}", "HOME=/", *argv]
+
+    def _account(self) -> tuple[int, int]:
+        """uid and gid of the root's mysql user (its own /etc/passwd)."""
+        with open(os.path.join(self.root, "etc/passwd")) as f:
+            for line in f:
+                fields = line.split(":")
+                if fields[0] == self.USER and len(fields) > 3:
+                    return int(fields[2]), int(fields[3])
+        raise RuntimeError(f"no user {self.USER!r} in {self.root}/etc/passwd")
+
+    def _remove_stale(self, parent: str) -> None:
+        """Base directories of sandboxes whose creator is gone."""
+        for name in os.listdir(parent):
+            found = self._BASE_NAME.fullmatch(name)
+            if found and not os.path.exists(f"/proc/{found[1]}"):
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+    def _make_layout(self) -> None:
+        self._server_binary("mariadbd")
+        uid, gid = self._account()
+        parent = os.path.join(self.root, self.BASE_PARENT)
+        os.makedirs(parent, exist_ok=True)
+        self._remove_stale(parent)
+        self._requested_base = os.path.join(parent, f"mysqlio-{os.getpid()}-{os.urandom(4).hex()}")
+        super()._make_layout()
+        for directory, _, files in os.walk(self.base_dir):
+            os.chown(directory, uid, gid)
+            for name in files:
+                os.chown(os.path.join(directory, name), uid, gid)
+
+    def config_settings(self) -> dict[str, str]:
+        return {key: self.server_path(value) for key, value in super().config_settings().items()}
+
+    def _spawn(self, mariadbd: str) -> None:
+        super()._spawn(mariadbd)
+        self.unshare_pid = self.pid
+        self.pid = self._server_pid(mariadbd)
+
+    def _server_pid(self, mariadbd: str) -> int:
+        """The forked child of unshare once it has become mariadbd."""
+        assert self._proc is not None
+        want = os.stat(self.root + mariadbd)
+        deadline = time.monotonic() + self.SPAWN_TIMEOUT_S
+        children = f"/proc/{self.unshare_pid}/task/{self.unshare_pid}/children"
+        while True:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                child = int(Path(children).read_text().split()[0])
+                exe = os.stat(f"/proc/{child}/exe")
+                if (exe.st_dev, exe.st_ino) == (want.st_dev, want.st_ino):
+                    return child
+            code = self._proc.poll()
+            if code is not None:
+                self._fail(f"unshare exited with code {code} before mariadbd started")
+            if time.monotonic() > deadline:
+                self._fail(f"no mariadbd under unshare (pid {self.unshare_pid}) after {self.SPAWN_TIMEOUT_S:g}s")
+            time.sleep(_POLL_S)
+
+    def wait_clean(self, timeout_s: float = 60) -> None:
+        """MariaDB.wait_clean() after purge has caught up: MariaDB 10.5 leaves a short
+        history unpurged while idle (31 undo logs for minutes after sysbench prepare),
+        which it may purge at any later time. innodb_max_purge_lag_wait=0 (10.5.7+)
+        returns once the history is empty."""
+        self.sql("SET GLOBAL innodb_max_purge_lag_wait=0")
+        super().wait_clean(timeout_s)
+
+    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
+        if self.pid and self.pid != self.unshare_pid:
+            os.kill(self.pid, signal.SIGTERM)  # pid 1 of its namespace: it handles SIGTERM
+        else:
+            proc.kill()  # not mariadbd yet: unshare's --kill-child takes the child with it
 
 
 class Sysbench:

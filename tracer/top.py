@@ -11,7 +11,7 @@ from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 
-from mysqlio import target
+from mysqlio import mapped_files, target
 from mysqlio.bpf_types import lost_events
 from mysqlio.bursts import BurstTracker
 from mysqlio.classify import Classifier
@@ -124,12 +124,13 @@ class StreamSink:
         self.quit = False
         self._json = output == "json"
         self._bursts = BurstTracker()
+        self.notes: list[str] = []  # limits of what is counted (mysqlio.mapped_files), in each JSON line
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
         trains = self._bursts.feed(interval)
         if self._json:
-            write_json(interval, self._out, [t.to_json() for t in trains])
+            write_json(interval, self._out, [t.to_json() for t in trains], self.notes)
             return
         write_text(interval, self._out, self._latency)
         if interval.server is not None:
@@ -172,10 +173,15 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             sampler = IntervalSampler(probe, resolver, Classifier(layout), pid, options.fold_partitions)
             sampler.status = status
             name = target.process_name(pid)
+            note = mapped_files.redo_note(mapped_files.mapped_redo(pid, layout))
+            sink.notes = [note] if note else []
             if options.output != "live":
                 print(f"mysqlio: tracing pid {pid} ({name}), Ctrl-C to stop", file=sys.stderr)
+                if note:
+                    print(f"mysqlio: note: {note}", file=sys.stderr)
                 return run_loop(options, pid, sampler, sink, stop, emitted)
             server = f"{name} {layout.version}" if layout.version else name
+            server += " (redo log memory-mapped: not counted)" if note else ""
             with cbreak(sys.stdin.fileno()), LiveScreen(state, pid, server, layout.datadir, console) as screen:
                 return run_loop(options, pid, sampler, screen, stop, emitted)
 

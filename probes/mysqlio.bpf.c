@@ -505,7 +505,7 @@ static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
 		return 0;
 	}
 	e->ts_ns = now;
-	e->latency_ns = now - req->ts_ns;
+	e->latency_ns = req->ts_ns ? now - req->ts_ns : MIO_LATENCY_UNKNOWN;
 	e->ino = req->ino;
 	e->offset = req->offset;
 	e->result = result;
@@ -516,6 +516,20 @@ static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+/* record: an io_uring completion whose submission was not seen (its start
+ * time 0: latency unknown) */
+static __noinline int emit_untimed(__u32 dev, __u64 ino, __u8 op, __s64 result)
+{
+	struct pending_io req = {};
+
+	req.ino = ino;
+	req.dev = dev;
+	req.offset = -1;
+	req.tid = current_tid();
+	req.op = op;
+	return emit(&req, MIO_API_IO_URING, result);
 }
 
 /* floor(log2(v)) for v > 0, without loops (libbpf-tools' log2l idiom) */
@@ -1165,7 +1179,11 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	account(&file, op, MIO_API_IO_URING, res, current_tid());
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
 	if (!pending) {
-		count_unmatched();
+		/* submitted before attach, or no submission tracepoint on this
+		 * kernel: everything but the latency and offset is known here */
+		if (targ_record)
+			emit_untimed(file.dev, file.ino, op, res);
+		__sync_fetch_and_add(&drops.lat_unmatched, 1);
 		return 0;
 	}
 	pending->dev = file.dev;

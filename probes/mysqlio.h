@@ -93,6 +93,9 @@ struct lat_hist {
 	__u32 slots[LAT_SLOTS];
 };
 
+/* latency_ns of a request whose start was not seen (tracer/events.py) */
+#define MIO_LATENCY_UNKNOWN (~0ULL)
+
 /* One request, as `record` streams it through the ring buffer
  * (mirrored by tracer/events.py EVENT_DTYPE). */
 struct mio_event {

@@ -22,6 +22,11 @@ EVENT_DTYPE = np.dtype(
 )
 assert EVENT_DTYPE.itemsize == 56
 
+# latency_ns of a request whose start was not seen (MIO_LATENCY_UNKNOWN in
+# probes/mysqlio.h): an io_uring completion on a kernel without a submission
+# tracepoint that names the request; counted, not timed
+LATENCY_UNKNOWN = (1 << 64) - 1
+
 OP_NAMES = ("write", "read", "fsync", "fdatasync", "sync_file_range")
 API_NAMES = ("syscall", "libaio", "io_uring")
 

@@ -16,6 +16,7 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
+from mysqlio.events import LATENCY_UNKNOWN
 from mysqlio.latency import CLASSES, NBUCKETS, bucket_of, percentile
 from mysqlio.render import shorten
 from mysqlio.report import Decoder, Filters, Report, Row
@@ -77,7 +78,7 @@ def latency_over_time(reader: TraceReader, pairs: list[SlowPair], filters: Filte
         ev = dec.decode(batch)
         if not len(ev):
             continue
-        ok = ev.ok
+        ok = ev.ok & (ev.latency != LATENCY_UNKNOWN)
         cls = np.where(ev.op == _WRITE, 0, np.where(ev.op == _READ, 2, 1))
         # pair index of each event, -1 for the others
         path_pair = np.full((len(dec.paths.values), len(CLASSES)), -1, np.int64)

@@ -30,7 +30,7 @@ from rich.text import Text
 
 from mysqlio.bursts import SeriesBuilder, Train, detect, render_trains, trains_json
 from mysqlio.errors import UserError
-from mysqlio.events import API_NAMES, OP_NAMES
+from mysqlio.events import API_NAMES, LATENCY_UNKNOWN, OP_NAMES
 from mysqlio.latency import ACCURACY_NOTE, CLASSES, NBUCKETS, SUB, bucket_of, percentile
 from mysqlio.model import COUNTER_FIELDS
 from mysqlio.render import shorten
@@ -294,10 +294,11 @@ class GroupAgg:
         g_ok = gid[ok]
         used = np.bincount(g_ok * len(API_NAMES) + ev.api[ok], minlength=size * len(API_NAMES))
         self._apis.ensure(size)[:size] |= used.reshape(size, len(API_NAMES)) > 0
-        op = ev.op[ok]
+        timed = ok & (ev.latency != LATENCY_UNKNOWN)
+        op = ev.op[timed]
         cls = np.where(op == _WRITE, 0, np.where(op == _READ, 2, 1))
-        lat = ev.latency[ok]
-        flat = g_ok * len(LAT_CLASSES) + cls
+        lat = ev.latency[timed]
+        flat = gid[timed] * len(LAT_CLASSES) + cls
         hist = self._hist.ensure(size).reshape(-1)
         hkey = flat * NBUCKETS + bucket_of(lat)
         nbins = size * len(LAT_CLASSES) * NBUCKETS

@@ -8,6 +8,7 @@ feature away, and on the old kernels themselves in tests/test_kernel_matrix.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -193,3 +194,21 @@ def test_record_without_a_ring_buffer_says_what_it_needs(bpf_ready: None, tmp_pa
     )
     assert top.returncode == 0, top.stderr
     assert '"lost_events":0' in top.stdout.replace(" ", "")
+
+
+@pytest.mark.bpf
+def test_what_a_kernel_cannot_count_is_stated(bpf_ready: None) -> None:
+    """A kernel whose io_uring tracepoints name no request (and no submission one
+    does either): top says io_uring is not counted, on stderr and in each JSON line."""
+    env = {**os.environ, kernel_features.FEATURES_ENV: "-uring_complete,-uring_submit"}
+    top = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "top", "-p", str(os.getpid()), "--json", "-n", "1", "-i", "0.2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert top.returncode == 0, top.stderr
+    assert "mysqlio: note: io_uring requests are not counted on this kernel" in top.stderr
+    (line,) = top.stdout.splitlines()
+    assert any("io_uring requests are not counted" in n for n in json.loads(line)["notes"])

@@ -170,6 +170,12 @@ class IoProbe:
         for program in unused:
             obj.disable_program(self._program(program))
 
+    def uncounted(self) -> list[str]:
+        """What this kernel keeps the probes from counting (shown by top)."""
+        if self.uring_counted:
+            return []
+        return ["io_uring requests are not counted on this kernel (no io_uring tracepoint names the request)"]
+
     def _check_layout(self) -> None:
         """Fail loudly if probes/mysqlio.h and bpf_types.py disagree."""
         expected = {

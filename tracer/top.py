@@ -174,11 +174,13 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             sampler.status = status
             name = target.process_name(pid)
             note = mapped_files.redo_note(mapped_files.mapped_redo(pid, layout))
-            sink.notes = [note] if note else []
+            # what this backend cannot count on this kernel (e.g. io_uring on a kernel whose
+            # tracepoints name no request)
+            sink.notes = [n for n in (note, *getattr(probe, "uncounted", list)()) if n]
             if options.output != "live":
                 print(f"mysqlio: tracing pid {pid} ({name}), Ctrl-C to stop", file=sys.stderr)
-                if note:
-                    print(f"mysqlio: note: {note}", file=sys.stderr)
+                for limit in sink.notes:
+                    print(f"mysqlio: note: {limit}", file=sys.stderr)
                 return run_loop(options, pid, sampler, sink, stop, emitted)
             server = f"{name} {layout.version}" if layout.version else name
             server += " (redo log memory-mapped: not counted)" if note else ""

@@ -36,10 +36,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -75,6 +77,25 @@ def _vng() -> str:
     return found
 
 
+def _follow(path: Path, stream: TextIO | None, done: threading.Event) -> None:
+    """Copy what the guest appends to PATH (a shared directory) to STREAM until DONE."""
+    pos = 0
+    while stream is not None:
+        finished = done.wait(1.0)
+        try:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+        except OSError:
+            chunk = b""
+        if chunk:
+            pos += len(chunk)
+            stream.write(chunk.decode(errors="replace"))
+            stream.flush()
+        if finished:
+            return
+
+
 def run_in_guest(
     kernel: Kernel | str,
     command: str | Sequence[str],
@@ -85,12 +106,14 @@ def run_in_guest(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    stream: TextIO | None = None,
 ) -> GuestResult:
     """Boot KERNEL (a Kernel, or an alias for ensure_kernel) and run COMMAND in it as root.
 
     COMMAND: a shell string, or an argv list (quoted with shlex.join). RWDIRS: host directories
     the guest may write (created if missing). ENV: extra environment for the command. CWD: where
-    the command starts (default: the caller's working directory).
+    the command starts (default: the caller's working directory). STREAM: where to copy the
+    command's output while it runs (e.g. sys.stderr; the result has all of it either way).
     """
     if isinstance(kernel, str):
         kernel = ensure_kernel(kernel)
@@ -130,12 +153,20 @@ def run_in_guest(
             start_new_session=True,
         )
         timed_out = False
+        done = threading.Event()
+        tail = threading.Thread(target=_follow, args=(box / "output", stream, done), daemon=True)
+        if stream is not None:
+            tail.start()
         try:
             vng_out, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             os.killpg(proc.pid, signal.SIGKILL)
             vng_out, _ = proc.communicate()
+        finally:
+            done.set()
+            if tail.is_alive():
+                tail.join(10)
         seconds = time.monotonic() - t0
         vng_text = vng_out.decode(errors="replace")
         out_file = box / "output"
@@ -169,10 +200,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("no command (put it after --)")
     kernel = ensure_kernel(args.kernel, headers=args.headers)
     res = run_in_guest(
-        kernel, cmd[0] if len(cmd) == 1 else cmd, args.timeout, args.rwdir, cpus=args.cpus, memory=args.memory
+        kernel,
+        cmd[0] if len(cmd) == 1 else cmd,
+        args.timeout,
+        args.rwdir,
+        cpus=args.cpus,
+        memory=args.memory,
+        stream=sys.stdout,  # live, as the guest writes it
     )
-    sys.stdout.write(res.output)
-    sys.stdout.flush()
+    if res.returncode in (TIMEOUT_RC, NO_STATUS_RC):
+        sys.stdout.write(res.output[res.output.rfind("\n[guest.py:") :])
     print(f"guest.py: {kernel.release}: exit {res.returncode} in {res.seconds:.1f} s", file=sys.stderr)
     return res.returncode
 

@@ -7,7 +7,8 @@ set -eu
 # strace and bpftrace are what the benchmarks compare mysqlio with.
 # debootstrap builds the Debian 11 / 13 roots of tests/test_foreign_servers.py (tools/server_roots.py).
 # qemu-system-x86, kmod (depmod) and busybox-static: virtme-ng (in .venv) boots Debian's
-# stock kernels under emulation for the kernel matrix (tools/kernels.py, tools/guest.py).
+# stock kernels under emulation for the kernel matrix (tools/kernels.py, tools/guest.py);
+# e2fsprogs makes the matrix's scratch ext4 inside the guest (tools/matrix_guest.py).
 # udev is deliberately not in the list: in such a guest its coldplug loads every driver and
 # triples the boot time; tools/guest.py does not need it.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc

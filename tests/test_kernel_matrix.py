@@ -1,0 +1,107 @@
+"""The kernel matrix: Debian's stock kernels, booted under emulation, each traced exactly.
+
+For each of Debian 11's 5.10, Debian 12's 6.1, Debian 13's 6.12 and sid's newest kernel
+(tools/kernels.py fetches and unpacks it; from an empty cache the four take about a
+minute), one guest is booted (tools/guest.py: virtme-ng, TCG) and runs
+tools/matrix_guest.py: every iogen scenario the kernel can run, traced by `mysqlio top`,
+`record` + `report` and `exporter` at once, judged against iogen's own ground truth. Every
+(mode, scenario) cell must be "exact". The host's own kernel gets the same script, run
+directly. Raw results go to build/matrix/RELEASE.json (and the guest's output to
+RELEASE.log); `python3 tools/compat_table.py` turns them into docs/compatibility.md.
+
+Never skipped: without root, the BPF object, iogen, qemu or the registry, these fail.
+One kernel: `.venv/bin/pytest -v tests/test_kernel_matrix.py -k 6.1` (-s shows the guest live).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+from guest import run_in_guest  # noqa: E402
+from kernels import ALIASES, KernelFetchError, ensure_kernel  # noqa: E402
+
+pytestmark = pytest.mark.bpf
+
+RESULTS = REPO / "build" / "matrix"
+KERNELS = tuple(ALIASES)  # 5.10, 6.1, 6.12, sid
+GUEST_TIMEOUT_S = 1200
+
+
+def not_exact(result: dict) -> dict[str, str]:
+    cells = {
+        f"{backend}/{mode}/{scenario}": verdict
+        for backend in ("ebpf",)
+        for mode, run in result.get(backend, {}).items()
+        for scenario, verdict in run["cells"].items()
+    }
+    assert cells, "no cell at all in the result"
+    return {k: v for k, v in cells.items() if v != "exact"}
+
+
+def _explain(result: dict, bad: dict[str, str]) -> str:
+    lines = [f"{result['kernel']['release']}: {len(bad)} cells not exact"]
+    seen: set[str] = set()
+    for cell, verdict in bad.items():
+        if verdict not in seen:  # a load failure is the same line in every cell of a mode
+            seen.add(verdict)
+            lines.append(f"  {cell}: {verdict}")
+    if result.get("lacked"):
+        lines.append("  doctor: " + " | ".join(result["lacked"]))
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("alias", KERNELS)
+def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
+    t0 = time.monotonic()
+    try:
+        kernel = ensure_kernel(alias)
+    except KernelFetchError as e:
+        pytest.fail(f"cannot fetch Debian's {alias} kernel: {e}")
+    fetched = time.monotonic() - t0
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{kernel.release}.json"
+    out.unlink(missing_ok=True)
+    res = run_in_guest(
+        kernel,
+        [".venv/bin/python", "tools/matrix_guest.py", "--alias", alias, "--out", str(out)],
+        timeout_s=GUEST_TIMEOUT_S,
+        rwdirs=[RESULTS],
+        cwd=REPO,
+        stream=sys.stderr,
+    )
+    (RESULTS / f"{kernel.release}.log").write_text(res.output)
+    print(f"{alias} ({kernel.release}): fetched in {fetched:.0f} s, guest {res.seconds:.0f} s, exit {res.returncode}")
+    assert out.exists(), f"the guest wrote no result (exit {res.returncode}):\n{res.output[-3000:]}"
+    result = json.loads(out.read_text())
+    result["guest_seconds"] = round(res.seconds, 1)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    assert result["kernel"]["release"] == kernel.release
+    bad = not_exact(result)
+    assert not bad, _explain(result, bad)
+
+
+def test_host_kernel_exact(bpf_ready: None, iogen: Path) -> None:
+    """The same script on this machine's own kernel: the matrix's reference row."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{os.uname().release}.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "matrix_guest.py"), "--alias", "host", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert out.exists(), f"matrix_guest.py wrote no result (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    bad = not_exact(result)
+    assert not bad, _explain(result, bad)

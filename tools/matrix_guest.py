@@ -1,0 +1,614 @@
+#!/usr/bin/env python3
+"""One kernel's cell of the kernel matrix: is every iogen scenario traced exactly, per mode?
+
+Run as root with the project's venv, inside a guest booted on another kernel
+(tests/test_kernel_matrix.py does it through tools/guest.py) or on the host itself:
+
+    .venv/bin/python tools/matrix_guest.py --out build/matrix/host.json --alias host
+
+What it does (all of it within a few minutes under emulation, 5-10x slower than a host):
+1. Notes the kernel: release, /proc/version, BTF, where tracefs and debugfs are mounted
+   (before mysqlio runs, since mysqlio may mount tracefs itself), io_uring's sysctl.
+   In a guest, makes a fresh ext4 on a loop device for all the writing (see scratch()).
+2. Runs every iogen scenario of tests/traced.py's IOGEN_SCENARIOS once untraced, in
+   parallel, each in its own directory: the scenarios this kernel can run (iogen exits 0;
+   `uring` fails where io_uring is missing or disabled) and the file names each one writes.
+   The on-request `latency`, `rate` and `periodic` scenarios are skipped for time (said in
+   the JSON, "skipped").
+3. Starts `mysqlio doctor --json` and the three tracers at once, each with its own probe, on
+   ONE iogen run of all runnable scenarios (iogen --wait: it starts once all are attached):
+   `mysqlio top --json` (tests/traced.py's start_top / stop_top / FileTotals), `mysqlio
+   record` then `mysqlio report --json`, and `mysqlio exporter` scraped on a free
+   127.0.0.1 port (tests/test_exporter.py's scrape_after / iogen_files / exported_files).
+4. Judges each (mode, scenario) cell against iogen's own JSON ground truth, file by file,
+   counter by counter (COUNTERS; `deleted` where the mode reports it), as
+   tests/test_exact_iogen.py's assert_exact does (it is also run on top's trace):
+      "exact" | "differs: <what>" | "load failed: <the tracer's error line>" | "error: <line>"
+   A file is a scenario's when iogen wrote a file of that name running the scenario alone
+   (a traced file of no scenario's name goes to `nonfile`, whose files must be none).
+   Lost events or drops make every cell of the mode differ.
+
+The JSON written to --out (schema 1; tools/compat_table.py reads it):
+    {"schema": 1, "alias": "6.1", "where": "guest" | "host", "date": "<UTC>", "seconds": 312.5,
+     "kernel": {"release", "proc_version", "btf", "btf_bytes", "tracefs_mounts",
+                "debugfs_mounts", "io_uring_disabled"},
+     "scratch": {"fs": "ext4 (loop device)" | "tmpfs" | ..., "path", "note"?},
+     "doctor": {"returncode", "seconds", "json" (doctor's own JSON) | null, "output"},
+     "lacked": ["<what the kernel lacked, and the fallback used>", ...],
+     "scenarios": {"run": [...], "skipped": {"latency": "<why>", ...},
+                   "files": {"aio": ["aio_a.dat", ...], ...}, "notes": ["iogen: ...", ...]},
+     "ebpf": {"top" | "record" | "exporter": {
+                  "status": "ran" | "load failed" | "error", "error": "<line>" | null,
+                  "load_seconds", "seconds", "stderr" (its tail), "lost_events",
+                  "cells": {"write": "exact", "aio": "differs: ...", ...}}},
+     "stap": {same shape as "ebpf", per stap mode} (absent until stap runs are added)}
+Another runner may add its own backend under "stap" (same per-mode shape); the table
+generator shows "not run" for a backend a file does not carry.
+
+Exit status: 0 when every cell is "exact", 1 otherwise, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from test_exact_iogen import assert_exact  # noqa: E402
+from test_exporter import INTERVAL_S as EXPORTER_INTERVAL_S  # noqa: E402
+from test_exporter import (  # noqa: E402
+    exported_files,
+    free_port,
+    iogen_files,
+    scrape_after,
+)
+
+from traced import (  # noqa: E402
+    COUNTERS,
+    IOGEN_SCENARIOS,
+    FileTotals,
+    IogenRun,
+    read_json_line,
+    start_top,
+)
+
+IOGEN = REPO / "tools" / "iogen"
+MODES = ("top", "record", "exporter")
+SKIPPED = {
+    "latency": "skipped for time (thousands of timed requests; slow under emulation)",
+    "rate": "skipped for time (a timed load, not an exactness scenario)",
+    "periodic": "skipped for time (a timed burst train, not an exactness scenario)",
+}
+TOP_INTERVAL_S = 1.0
+LOAD_TIMEOUT_S = 900.0  # loading a probe under emulation on a busy host: minutes
+RUN_TIMEOUT_S = 600.0
+MAX_ISSUES = 4
+
+
+def log(msg: str) -> None:
+    print(f"matrix: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- the kernel
+
+
+def _mounts(fstype: str) -> list[str]:
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    return [f.split()[1] for f in lines if len(f.split()) > 2 and f.split()[2] == fstype]
+
+
+def kernel_facts() -> dict[str, Any]:
+    btf = Path("/sys/kernel/btf/vmlinux")
+    uring = Path("/proc/sys/kernel/io_uring_disabled")
+    return {
+        "release": os.uname().release,
+        "proc_version": Path("/proc/version").read_text().strip(),
+        "btf": btf.exists(),
+        "btf_bytes": btf.stat().st_size if btf.exists() else None,
+        "tracefs_mounts": _mounts("tracefs"),
+        "debugfs_mounts": _mounts("debugfs"),
+        "io_uring_disabled": int(uring.read_text()) if uring.exists() else None,
+    }
+
+
+# ---------------------------------------------------------------- where iogen writes
+
+
+def scratch(kind: str) -> tuple[Path, dict[str, Any]]:
+    """A directory for iogen, the trace and doctor's test write (TMPDIR points there).
+
+    ext4: a fresh ext4 on a loop device (the guest's /tmp is an overlay, whose files the
+    kernel and stat(2) name by different inodes; tmpfs before 6.6 refuses O_DIRECT). Falls
+    back to tmpfs (/dev/shm) with the reason. tmp: the system's temp directory (the host).
+    """
+    if kind == "ext4":
+        img, mnt = Path("/dev/shm/mysqlio-matrix.img"), Path("/run/mysqlio-matrix")
+        steps = [
+            ["modprobe", "-q", "loop"],
+            ["modprobe", "-q", "ext4"],
+            ["truncate", "-s", "384M", str(img)],
+            ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(img)],
+            ["mkdir", "-p", str(mnt)],
+            ["mount", "-o", "loop", str(img), str(mnt)],
+        ]
+        for cmd in steps:
+            p = subprocess.run(cmd, capture_output=True, text=True)
+            if p.returncode != 0 and cmd[0] != "modprobe":
+                why = f"{' '.join(cmd[:2])}: {(p.stderr or p.stdout).strip() or f'exit {p.returncode}'}"
+                log(f"no ext4 scratch ({why}); tmpfs instead")
+                d = Path(tempfile.mkdtemp(prefix="mysqlio-matrix-", dir="/dev/shm"))
+                return d, {"fs": "tmpfs", "path": str(d), "note": f"ext4 on a loop device failed: {why}"}
+        return mnt, {"fs": "ext4 (loop device)", "path": str(mnt)}
+    d = Path(tempfile.gettempdir())
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(d)], capture_output=True, text=True).stdout.strip()
+    return d, {"fs": fs or "?", "path": str(d)}
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+@dataclass
+class Scenarios:
+    run: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    files: dict[str, list[str]] = field(default_factory=dict)  # scenario -> basenames iogen wrote
+    notes: list[str] = field(default_factory=list)
+
+    def of(self, path: str) -> str:
+        """The scenario a file belongs to: its own name, else the longest shared name prefix
+        (renamed_before.dat is rename's), else nonfile (pipes, sockets: no file at all)."""
+        name = os.path.basename(path)
+        best, best_len = "nonfile" if "nonfile" in self.run else "other", 3
+        for scenario, names in self.files.items():
+            if name in names:
+                return scenario
+            for n in names:
+                common = next(
+                    (i for i, (a, b) in enumerate(zip(n, name, strict=False)) if a != b), min(len(n), len(name))
+                )
+                if common > best_len:
+                    best, best_len = scenario, common
+        return best
+
+
+def discover(base: Path, wanted: Sequence[str]) -> Scenarios:
+    """Each scenario alone, untraced, all at once: which run here, and the files each writes."""
+    out = Scenarios(skipped=dict(SKIPPED))
+    procs = {}
+    for s in wanted:
+        d = base / f"alone-{s}"
+        d.mkdir()
+        procs[s] = subprocess.Popen(
+            [str(IOGEN), "--dir", str(d), "--scenario", s], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    for s, p in procs.items():
+        try:
+            so, se = p.communicate(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            so, se = p.communicate()
+        if p.returncode != 0:
+            last = (se.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            out.skipped[s] = f"iogen cannot run it on this kernel: {last}"
+            continue
+        out.run.append(s)
+        out.files[s] = [os.path.basename(f["path"]) for f in json.loads(so.strip().splitlines()[-1])["files"]]
+        out.notes += [line for line in se.strip().splitlines() if line]
+    return out
+
+
+# ---------------------------------------------------------------- tracers
+
+
+class Tracer:
+    """One tracer process; its stdout and stderr read by threads (so a tracer waiting for the
+    others to attach never blocks on a full pipe)."""
+
+    def __init__(self, mode: str, proc: subprocess.Popen[str], *, port: int = 0, trace: str = "") -> None:
+        self.mode, self.proc, self.port, self.trace = mode, proc, port, trace
+        self.status = "starting"  # ran | load failed | error
+        self.error: str | None = None
+        self.load_seconds: float | None = None
+        self.seconds = 0.0
+        self.t0 = time.monotonic()
+        self.want: dict[str, dict[str, int]] = {}
+        self.got: dict[str, dict[str, int]] = {}
+        self.lost: dict[str, float] = {}
+        self.cells: dict[str, str] = {}
+        self.extra: dict[str, Any] = {}
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._read, args=(stream, sink), daemon=True)
+            for stream, sink in ((proc.stdout, self.out), (proc.stderr, self.err))
+            if stream is not None
+        ]
+        for th in self._threads:
+            th.start()
+
+    @staticmethod
+    def _read(stream: Any, sink: list[str]) -> None:
+        for line in stream:
+            sink.append(line)
+
+    def stderr(self) -> str:
+        return "".join(self.err)
+
+    def wait_for(self, ok: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ok():
+                return True
+            if self.proc.poll() is not None:
+                self.join()
+                return ok()
+            time.sleep(0.2)
+        return False
+
+    def join(self, timeout_s: float = 30) -> None:
+        for th in self._threads:
+            th.join(timeout_s)
+
+    def stop(self, sig: int, timeout_s: float = RUN_TIMEOUT_S) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self.join()
+        return rc
+
+    def fail(self, status: str, fallback: str) -> None:
+        self.status = status
+        self.error = error_line(self.stderr()) or fallback
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "error": self.error,
+            "load_seconds": None if self.load_seconds is None else round(self.load_seconds, 1),
+            "seconds": round(self.seconds, 1),
+            "stderr": self.stderr()[-4000:],
+            "lost_events": self.lost,
+            "cells": self.cells,
+            **self.extra,
+        }
+
+
+def error_line(stderr: str) -> str | None:
+    """The line that says why: the last `mysqlio:` line, else the last line (a traceback's)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("mysqlio:")]
+    return (said or lines or [None])[-1]
+
+
+def _python_m(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def start_tracers(modes: Sequence[str], pid: int, workdir: Path) -> list[Tracer]:
+    """All at once: their probes load in parallel (minutes each under emulation)."""
+    tracers = []
+    for mode in modes:
+        if mode == "top":
+            tracers.append(Tracer(mode, start_top(pid, TOP_INTERVAL_S)))
+        elif mode == "record":
+            trace = str(workdir / "matrix.trace")
+            tracers.append(Tracer(mode, _python_m("record", "-p", str(pid), "-o", trace), trace=trace))
+        elif mode == "exporter":
+            port = free_port()
+            proc = _python_m(
+                "exporter", "-p", str(pid), "-i", str(EXPORTER_INTERVAL_S), "--listen", str(port), "--top-files", "1000"
+            )
+            tracers.append(Tracer(mode, proc, port=port))
+    return tracers
+
+
+def wait_attached(t: Tracer, pid: int) -> None:
+    """Until the tracer says its probes are attached; else its load error."""
+    if t.mode == "top":
+        ok = lambda: any(line.startswith("{") for line in t.out)  # noqa: E731
+    elif t.mode == "record":
+        ok = lambda: any(line.startswith("mysqlio: recording pid") for line in t.err)  # noqa: E731
+    else:
+        ok = lambda: any(line.startswith(f"mysqlio: exporting pid {pid} ") for line in t.err)  # noqa: E731
+    if t.wait_for(ok, LOAD_TIMEOUT_S):
+        t.load_seconds = time.monotonic() - t.t0
+        t.status = "ran"
+        return
+    if t.proc.poll() is None:
+        t.stop(signal.SIGKILL)
+        t.fail("load failed", f"not attached within {LOAD_TIMEOUT_S:.0f} s")
+    else:
+        t.fail("load failed", f"exited {t.proc.returncode} before attaching")
+
+
+def _iogen_rows(expected: dict[str, Any]) -> dict[str, dict[str, int]]:
+    return {f["path"]: {**{c: f[c] for c in COUNTERS}, "deleted": int(f["deleted"])} for f in expected["files"]}
+
+
+def _elsewhere(paths: Any, workdir: Path, limit: int = 20) -> list[str]:
+    """Traced paths outside iogen's directory (the library, /dev/null, or a name the
+    tracer could not resolve): shown when a file of iogen's is missing."""
+    prefix = str(workdir) + "/"
+    return sorted(p for p in paths if not str(p).startswith(prefix))[:limit]
+
+
+def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> None:
+    """Stop a tracer that ran and collect its per-file counts (in iogen's names) and losses."""
+    try:
+        if t.mode == "top":
+            rc = t.stop(signal.SIGINT)  # the last partial interval is printed
+            if rc != 0:
+                t.fail("error", f"top exited {rc}")
+                return
+            intervals = [json.loads(line) for line in t.out if line.strip()]
+            totals = FileTotals()
+            for obj in intervals:
+                totals.add(obj)
+            t.got = {
+                path: {**c, "deleted": int(totals.deleted[path])} for path, c in totals.under(str(workdir)).items()
+            }
+            t.want = _iogen_rows(expected)
+            t.lost = {"lost_events": totals.lost_events}
+            t.extra["intervals"] = len(intervals)
+            t.extra["paths_elsewhere"] = _elsewhere(totals.totals, workdir)
+            try:
+                assert_exact(IogenRun(expected, totals, intervals), workdir)
+                t.extra["assert_exact"] = "passed"
+            except AssertionError as e:
+                t.extra["assert_exact"] = f"failed: {e}"
+        elif t.mode == "record":
+            rc = t.stop(signal.SIGINT)
+            if rc != 0:
+                t.fail("error", f"record exited {rc}")
+                return
+            rep = subprocess.run(
+                [sys.executable, "-m", "mysqlio", "report", t.trace, "--json"],
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT_S,
+            )
+            if rep.returncode != 0:
+                t.status, t.error = "error", error_line(rep.stderr) or f"report exited {rep.returncode}"
+                return
+            report = json.loads(rep.stdout)
+            prefix = str(workdir) + "/"
+            t.got = {
+                f["path"]: {**{c: f[c] for c in COUNTERS}, "deleted": int(f.get("deleted", False))}
+                for f in report["files"]
+                if f["path"].startswith(prefix)
+            }
+            t.want = _iogen_rows(expected)
+            t.lost = {"lost_events": report["lost_events"], "truncated": int(bool(report.get("truncated")))}
+            t.extra["paths_elsewhere"] = _elsewhere({f["path"]: f for f in report["files"]}, workdir)
+        else:
+            m = scrape_after(t.port, done)
+            t.got = exported_files(m, workdir)
+            t.want = iogen_files(expected, workdir)
+            t.lost = {"lost_events": m.value("mysqlio_lost_events_total"), "drops": m.total("mysqlio_drops_total")}
+            rc = t.stop(signal.SIGTERM)
+            if rc != 0:
+                t.fail("error", f"exporter exited {rc}")
+    except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
+        t.stop(signal.SIGKILL, 30)
+        t.status, t.error = "error", f"{type(e).__name__}: {e}"
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def judge(t: Tracer, scenarios: Scenarios) -> None:
+    if t.status != "ran":
+        for s in scenarios.run:
+            t.cells[s] = f"{t.status}: {t.error}"
+        return
+    issues: dict[str, list[str]] = {s: [] for s in scenarios.run}
+    for path in sorted(set(t.want) | set(t.got)):
+        s = scenarios.of(path)
+        name = os.path.basename(path)
+        bucket = issues.setdefault(s, [])
+        if path not in t.got:
+            bucket.append(f"{name} not traced")
+        elif path not in t.want:
+            bucket.append(f"{name} traced, but iogen did not write it")
+        else:
+            want, got = t.want[path], t.got[path]
+            diffs = [f"{c} {got.get(c, 0)} (iogen {want[c]})" for c in want if got.get(c, 0) != want[c]]
+            if diffs:
+                bucket.append(f"{name}: {', '.join(diffs)}")
+    losses = [f"{k} {v:g}" for k, v in t.lost.items() if v]
+    for s, found in issues.items():
+        found = losses + found
+        if not found:
+            t.cells[s] = "exact"
+        else:
+            more = f" (+{len(found) - MAX_ISSUES} more)" if len(found) > MAX_ISSUES else ""
+            t.cells[s] = "differs: " + "; ".join(found[:MAX_ISSUES]) + more
+
+
+def lacked(doctor: dict[str, Any] | None) -> list[str]:
+    """What the kernel lacked and what mysqlio did instead, from doctor's non-ok eBPF checks."""
+    if not doctor:
+        return []
+    out = []
+    for c in doctor.get("checks", []):
+        if c.get("section", "ebpf") != "ebpf" or c.get("status") in ("ok", "skip"):
+            continue
+        text = f"{c.get('name')}: {c.get('detail')}"
+        out.append(re.sub(r"\s+", " ", text).strip())
+    return out
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_matrix(modes: Sequence[str], alias: str, where: str, scratch_kind: str) -> dict[str, Any]:
+    t_start = time.monotonic()
+    started = time.time() - psutil.Process().create_time()  # the interpreter and the imports
+    result: dict[str, Any] = {
+        "schema": 1,
+        "alias": alias,
+        "where": where,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "kernel": kernel_facts(),
+        "startup_seconds": round(started, 1),
+    }
+    log(f"kernel {result['kernel']['release']}")
+    root, result["scratch"] = scratch(scratch_kind)
+    os.environ["TMPDIR"] = str(root)  # doctor's test write and the tracers' temp files too
+    tempfile.tempdir = None
+    base = Path(os.path.realpath(tempfile.mkdtemp(prefix="mysqlio-matrix-", dir=root)))
+    try:
+        doctor = _python_m("doctor", "--json")
+        t0 = time.monotonic()
+        scenarios = discover(base, IOGEN_SCENARIOS)
+        result["scenarios"] = {
+            "run": scenarios.run,
+            "skipped": scenarios.skipped,
+            "files": scenarios.files,
+            "notes": sorted(set(scenarios.notes)),
+            "seconds": round(time.monotonic() - t0, 1),
+        }
+        log(f"scenarios: {len(scenarios.run)} run here, skipped: {', '.join(scenarios.skipped)}")
+        result["ebpf"] = trace_all(modes, scenarios, base)
+        try:
+            out, err = doctor.communicate(timeout=LOAD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            doctor.kill()
+            out, err = doctor.communicate()
+        try:
+            doc_json = json.loads(out)
+        except json.JSONDecodeError:
+            doc_json = None
+        result["doctor"] = {
+            "returncode": doctor.returncode,
+            "json": doc_json,
+            "output": "" if doc_json is not None else out[-8000:],
+            "stderr": err[-4000:],
+        }
+        result["lacked"] = lacked(doc_json)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    result["seconds"] = round(time.monotonic() - t_start, 1)
+    return result
+
+
+def trace_all(modes: Sequence[str], scenarios: Scenarios, base: Path) -> dict[str, Any]:
+    work = base / "traced"
+    work.mkdir()
+    args = [a for s in scenarios.run for a in ("--scenario", s)]
+    gen = subprocess.Popen(
+        [str(IOGEN), "--dir", str(work), "--wait", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    tracers: list[Tracer] = []
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        assert read_json_line(gen.stdout, 120, "iogen").get("ready") is True
+        tracers = start_tracers(modes, gen.pid, base)
+        for t in tracers:
+            wait_attached(t, gen.pid)
+            log(f"{t.mode}: {t.status}" + (f" ({t.error})" if t.error else f" in {t.load_seconds:.0f} s"))
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, RUN_TIMEOUT_S, "iogen run")
+        done = time.time()
+        time.sleep(TOP_INTERVAL_S)  # top's and record's last drain
+        # stopped and read at once: record's report and the exporter's scrapes take a while
+        workers = [
+            threading.Thread(target=finish, args=(t, expected, work, done)) for t in tracers if t.status == "ran"
+        ]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        for t in tracers:
+            t.seconds = time.monotonic() - t.t0
+            judge(t, scenarios)
+            log(f"{t.mode}: " + summary(t.cells))
+    finally:
+        for t in tracers:
+            if t.proc.poll() is None:
+                t.stop(signal.SIGKILL, 30)
+        if gen.poll() is None:
+            if gen.stdin:
+                gen.stdin.close()
+            try:
+                gen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                gen.kill()
+                gen.wait()
+    return {t.mode: t.to_json() for t in tracers}
+
+
+def summary(cells: dict[str, str]) -> str:
+    exact = sum(v == "exact" for v in cells.values())
+    bad = sorted({v for v in cells.values() if v != "exact"})
+    return f"{exact}/{len(cells)} exact" + (f"; {bad[0]}" if bad else "")
+
+
+def all_exact(result: dict[str, Any]) -> bool:
+    cells = [v for mode in result.get("ebpf", {}).values() for v in mode["cells"].values()]
+    return bool(cells) and all(v == "exact" for v in cells)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="where to write the JSON result")
+    ap.add_argument("--alias", default="host", help="the kernel's alias in the matrix (5.10, 6.1, 6.12, sid, host)")
+    ap.add_argument("--where", choices=("guest", "host"), default=None, help="default: guest unless --alias host")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    ap.add_argument(
+        "--scratch",
+        choices=("ext4", "tmp"),
+        default=None,
+        help="where iogen writes: a fresh ext4 on a loop device (default in a guest) or the temp directory (host)",
+    )
+    args = ap.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    if any(m not in MODES for m in modes):
+        ap.error(f"--modes: one of {', '.join(MODES)}")
+    if os.geteuid() != 0:
+        print("matrix_guest: run as root (it loads BPF programs)", file=sys.stderr)
+        return 2
+    where = args.where or ("host" if args.alias == "host" else "guest")
+    result = run_matrix(modes, args.alias, where, args.scratch or ("ext4" if where == "guest" else "tmp"))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2, sort_keys=False) + "\n")
+    tmp.replace(out)
+    log(f"wrote {out} in {result['seconds']:.0f} s")
+    return 0 if all_exact(result) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

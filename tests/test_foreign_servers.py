@@ -14,11 +14,17 @@ tools/server_roots.py builds (or finds in /var/cache/mysqlio/roots) a Debian 11
 - MariaDB 10.5 instruments its redo log in performance_schema: ib_logfile0 is
   compared like any file. MariaDB 11.8 maps it (innodb_log_file_mmap=ON): no
   system call writes it, and `mysqlio top` (stderr, every JSON line) and
-  `mysqlio doctor` say so; 10.5 gets no such note.
+  `mysqlio doctor` say so; 10.5 gets no such note;
+- `mysqlio verify` matches performance_schema's names (the server's own paths,
+  /srv/... inside its root) to the paths mysqlio reports, as tests/test_verify.py
+  checks it against the host's 10.11: under sysbench, every file performance_schema
+  counts within its edge bracket plus LOAD_TOLERANCE, exit 0; quiet at both edges,
+  every one to the byte. 11.8's memory-mapped redo log is stated and never judged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,16 +33,18 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_pfs_crosscheck import _delta, _describe, _quiet_snapshot, _table
+from test_verify import LOAD_TOLERANCE, _verify
 
-from mysqlio import mapped_files
+from mysqlio import mapped_files, verify
 from mysqlio.layout import read_layout, realpath_in_root
 from mysqlio.probe import FileIdentity, KernelName
 from mysqlio.resolve import FileResolver, ResolvedPath
 from mysqlio.sandbox import MariaDBOptions, RootedMariaDB, Sysbench
-from traced import FileTotals, read_json_line, start_top, stop_top
+from traced import FileTotals, attached_line, read_json_line, start_top, stop_top
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = {"bullseye": "10.5.", "trixie": "11.8."}
@@ -46,6 +54,8 @@ LOAD_S = 3
 TABLES = 2
 TABLE_SIZE = 10000
 MMAP_NOTE = "the redo log (ib_logfile0) is memory-mapped"
+VERIFY_S = 5  # as tests/test_verify.py
+QUIET_WINDOW_S = 20.0  # 10.5 took 13 s to quiesce after 3 s of load here (purge)
 
 # the kind of each file a server of the sandbox's layout writes, by its path under base_dir
 EXPECTED_KINDS = [
@@ -87,17 +97,16 @@ def roots() -> dict[str, str]:
     return json.loads(res.stdout)
 
 
-@pytest.fixture(params=list(SUITES))
-def server(request: pytest.FixtureRequest, roots: dict[str, str]) -> Iterator[tuple[str, RootedMariaDB, Sysbench]]:
-    suite = request.param
-    options = MariaDBOptions(extra={"innodb_stats_auto_recalc": "OFF"})  # see test_pfs_crosscheck.py
-    db = RootedMariaDB(roots[suite], options)
+@contextlib.contextmanager
+def _rooted_server(root: str, extra: dict[str, str]) -> Iterator[tuple[RootedMariaDB, Sysbench]]:
+    """A RootedMariaDB with sysbench's tables; on a normal exit, nothing left behind."""
+    db = RootedMariaDB(root, MariaDBOptions(extra=extra))
     db.start()
     try:
         bench = Sysbench(db, tables=TABLES, table_size=TABLE_SIZE, threads=2)
         try:
             bench.prepare()
-            yield suite, db, bench
+            yield db, bench
         finally:
             bench.stop()
     finally:
@@ -108,6 +117,22 @@ def server(request: pytest.FixtureRequest, roots: dict[str, str]) -> Iterator[tu
     assert not os.path.exists(db.base_dir)
     with open("/proc/self/mountinfo") as f:
         assert not [line for line in f if f" {db.root}/" in line or f" {db.root} " in line]
+
+
+@pytest.fixture(params=list(SUITES))
+def server(request: pytest.FixtureRequest, roots: dict[str, str]) -> Iterator[tuple[str, RootedMariaDB, Sysbench]]:
+    # innodb_stats_auto_recalc=OFF: see test_pfs_crosscheck.py
+    with _rooted_server(roots[request.param], {"innodb_stats_auto_recalc": "OFF"}) as (db, bench):
+        yield request.param, db, bench
+
+
+@pytest.fixture(scope="module", params=list(SUITES))
+def busy_server(request: pytest.FixtureRequest, roots: dict[str, str]) -> Iterator[tuple[str, RootedMariaDB, Sysbench]]:
+    """As test_verify.py's server: innodb_max_dirty_pages_pct=1 writes pages during a few
+    seconds of load (by default they are flushed much later)."""
+    extra = {"innodb_stats_auto_recalc": "OFF", "innodb_max_dirty_pages_pct": "1"}
+    with _rooted_server(roots[request.param], extra) as (db, bench):
+        yield request.param, db, bench
 
 
 def _doctor(pid: int) -> dict[str, dict[str, object]]:
@@ -230,6 +255,141 @@ def test_traced_from_the_host(bpf_ready: None, server: tuple[str, RootedMariaDB,
         assert (doctor["status"], doctor["value"]) == ("ok", "syscalls"), doctor
 
 
+# -- mysqlio verify ------------------------------------------------------------------
+
+
+def _verify_expected(suite: str) -> set[str]:
+    """Files each window must judge (more than 1 MiB written): data files and the binlog
+    (its number varies), and 10.5's redo log, which its performance_schema counts."""
+    return {"ibdata1", "binlog", *(f"sbtest/sbtest{i}.ibd" for i in range(1, TABLES + 1))} | (
+        {"ib_logfile0"} if suite == "bullseye" else set()
+    )
+
+
+def _expected_name(name: str) -> str:
+    return "binlog" if re.fullmatch(r"mysql-bin\.\d{6}", name) else name
+
+
+def _check_paths(db: RootedMariaDB, result: dict[str, Any]) -> None:
+    """performance_schema's names, the server's own (/srv/...), are given as paths here."""
+    for r in result["files"]:
+        assert r["path"].startswith(db.root + "/"), r
+        assert r["pfs_bytes"] is None or not os.path.isabs(r["name"]), r  # counted files: under the datadir
+    assert result["pid"] == db.pid
+    assert result["connection"].endswith(db.server_path(db.socket)), result["connection"]
+
+
+def _check_mapped(suite: str, result: dict[str, Any]) -> None:
+    """11.8's redo log is memory-mapped: stated, no row judged, no redo reference; 10.5: compared."""
+    rows = [r for r in result["files"] if r["name"] == "ib_logfile0"]
+    if suite == "trixie":
+        assert [(m["name"], m["kind"]) for m in result["mapped"]] == [("ib_logfile0", "redo")], result["mapped"]
+        assert result["mapped_note"].startswith("not compared: ib_logfile0 (redo) is memory-mapped"), result
+        assert "verify claims neither agreement nor difference for it" in result["mapped_note"]
+        assert result["verdict"]["text"].endswith("; not compared: ib_logfile0 (memory-mapped)"), result["verdict"]
+        assert all(not r["judged"] and r["agrees"] is None for r in rows), rows
+        assert result["redo"] is None
+    else:
+        assert result["mapped"] == [] and result["mapped_note"] is None
+        assert "not compared" not in result["verdict"]["text"]
+        assert [r["op"] for r in rows if r["judged"] and r["agrees"]] == ["write"], rows
+
+
+@pytest.mark.bpf
+@pytest.mark.mariadb
+def test_verify_under_load(bpf_ready: None, busy_server: tuple[str, RootedMariaDB, Sysbench]) -> None:
+    """`mysqlio verify` as tests/test_verify.py runs it against the host's 10.11: edges cut
+    through sysbench's load, so every file performance_schema counts is within its edge
+    bracket (±) plus LOAD_TOLERANCE; exit 0 means every row with more than 1 MiB agrees."""
+    suite, db, bench = busy_server
+    started = time.monotonic()
+    bench.start(VERIFY_S + 4)
+    try:
+        time.sleep(1.0)
+        proc = _verify(db.pid, VERIFY_S, "--json")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        bench.wait(timeout_s=60)
+    assert proc.returncode == 0, out + err
+    result = json.loads(out)
+    _check_paths(db, result)
+    assert VERIFY_S <= result["window_s"] < VERIFY_S + 1.5
+    assert result["lost_events"] == 0
+    assert result["verdict"]["state"] == "agree", result["verdict"]
+    judged = [r for r in result["files"] if r["judged"]]
+    assert result["verdict"]["judged"] == len(judged) == result["verdict"]["agreeing"]
+    assert {_expected_name(r["name"]) for r in judged if r["op"] == "write"} >= _verify_expected(suite), judged
+    table = []
+    for r in (r for r in result["files"] if r["pfs_bytes"] is not None):  # every file performance_schema counts
+        table.append(f"{r['op']:<6}{r['name']:<20} pfs {r['pfs_bytes']:>11} ±{r['pfs_edge_bytes']:<8} "
+                     f"mysqlio {r['mysqlio_bytes']:>11} {r['difference_pct'] or 0:+.3f}%")  # fmt: skip
+        assert r["agrees"] is not False
+        assert abs(r["difference_bytes"]) - r["pfs_edge_bytes"] <= LOAD_TOLERANCE * r["pfs_bytes"], r
+    _check_mapped(suite, result)
+
+    # the text form: the same rows marked ok, and the memory-mapped redo log stated
+    bench.start(VERIFY_S + 3)
+    try:
+        time.sleep(1.0)
+        proc = _verify(db.pid, VERIFY_S)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        bench.wait(timeout_s=60)
+    assert proc.returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"mysqlio verify: pid {db.pid} (mariadbd {SUITES[suite]}"), out
+    rows = {_expected_name(line.split()[1]): line for line in lines if line.startswith("write ")}
+    for name in _verify_expected(suite):
+        assert name in rows and rows[name].endswith("ok"), out
+    assert any(line.startswith("agreement: ") for line in lines), out
+    said = [line for line in lines if line.startswith("not compared: ")]
+    assert len(said) == (1 if suite == "trixie" else 0), out
+    print(f"\n[{suite}] verify under load, {time.monotonic() - started:.1f}s\n" + "\n".join(table))
+
+
+@pytest.mark.bpf
+@pytest.mark.mariadb
+def test_verify_exact_when_quiet_at_both_edges(
+    bpf_ready: None, busy_server: tuple[str, RootedMariaDB, Sysbench]
+) -> None:
+    """As in tests/test_verify.py: quiet edges leave no ±, and every file performance_schema
+    counts agrees to the byte, judged or not, reads and writes."""
+    suite, db, bench = busy_server
+    started = time.monotonic()
+    _quiet_snapshot(db)
+    proc = _verify(db.pid, QUIET_WINDOW_S, "--json")
+    assert proc.stderr is not None
+    try:
+        assert attached_line(proc.stderr).startswith("mysqlio: comparing")  # probes attached: the window starts
+        window_start = time.monotonic()
+        time.sleep(0.5)  # the first edge
+        bench.start(3)
+        bench.wait(timeout_s=60)
+        _quiet_snapshot(db)
+        quiet_at = time.monotonic() - window_start
+        assert quiet_at < QUIET_WINDOW_S - 0.5, f"quiesced only {quiet_at:.1f}s into a {QUIET_WINDOW_S}s window"
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result = json.loads(out)
+    _check_paths(db, result)
+    assert result["lost_events"] == 0
+    assert result["verdict"]["state"] == "agree", result["verdict"]
+    judged = {_expected_name(r["name"]) for r in result["files"] if r["judged"] and r["op"] == "write"}
+    assert judged >= _verify_expected(suite) - {"binlog"}, judged  # 3 s of load: the binlog may stay below 1 MiB
+    compared = [r for r in result["files"] if r["pfs_bytes"] is not None]
+    for r in compared:
+        assert (r["pfs_edge_bytes"], r["difference_bytes"]) == (0, 0), r
+    _check_mapped(suite, result)
+    print(
+        f"\n[{suite}] verify, quiet edges: {time.monotonic() - started:.1f}s, quiet {quiet_at:.1f}s into the window; "
+        f"exact for {[r['name'] + ' ' + r['op'] for r in compared]}"
+    )
+
+
 # -- pure parts ----------------------------------------------------------------------
 
 MAPS = """\
@@ -291,6 +451,61 @@ def test_realpath_in_root(tmp_path: Path) -> None:
     assert realpath_in_root(str(root), "/var/lib/up/etc/./my.cnf") == "/etc/my.cnf"
     assert realpath_in_root(str(root), "/missing/x") == "/missing/x"
     assert realpath_in_root(str(root), "/etc/loop/x") == "/etc/loop/x"
+
+
+def test_verify_names_through_the_root(tmp_path: Path) -> None:
+    """performance_schema's names are the server's: absolute ones resolved inside its root,
+    relative ones joined with its own datadir, both given as the paths mysqlio reports."""
+    root = tmp_path / "root"
+    (root / "var/lib/mysql/sbtest").mkdir(parents=True)
+    os.symlink("/var/lib/mysql", root / "data")  # the configured datadir, a link inside the root
+    here = verify.rooted_paths(str(root), str(root))
+    data = f"{root}/var/lib/mysql"
+    rows = [
+        ("/data/ibdata1", 10, 1, 0, 0),
+        ("./undo001", 20, 2, 0, 0),
+        ("sbtest/sbtest1.ibd", 30, 3, 5, 1),
+        ("/data/sbtest/sbtest1.ibd", 1, 1, 0, 0),  # another instrument of the same file
+        ("/usr/share/mariadb/charsets/Index.xml", 0, 0, 7, 1),
+    ]
+    assert verify.summary_from_rows(rows, "/data", here) == {
+        f"{data}/ibdata1": verify.FileIo(10, 1),
+        f"{data}/undo001": verify.FileIo(20, 2),
+        f"{data}/sbtest/sbtest1.ibd": verify.FileIo(31, 4, 5, 1),
+        f"{root}/usr/share/mariadb/charsets/Index.xml": verify.FileIo(0, 0, 7, 1),
+    }
+    # our own root: realpath here
+    os.symlink(data, tmp_path / "link")
+    assert verify.rooted_paths("", "/proc/1/root")(f"{tmp_path}/link/ibdata1") == f"{data}/ibdata1"
+
+
+def test_verify_leaves_a_mapped_file_out() -> None:
+    """A memory-mapped file is never judged, whatever either side says, and is stated."""
+    redo, data = "/r/data/ib_logfile0", "/r/data/ibdata1"
+    quiet = verify.Reading({redo: verify.FileIo(), data: verify.FileIo()}, 100)
+    busy = verify.Reading({redo: verify.FileIo(8 << 20, 4), data: verify.FileIo(4 << 20, 256)}, 100 + (9 << 20))
+    traced = {
+        data: verify.TracedFile(data, "system", io=verify.FileIo(4 << 20, 256)),
+        redo: verify.TracedFile(redo, "redo", io=verify.FileIo(1 << 20, 1)),
+    }
+    window = verify.Window((quiet, quiet), (busy, busy), traced, 5.0)
+    mapped = [verify.MappedFile(redo, "ib_logfile0", "redo", 96 << 20)]
+    rows = verify.compare(window, "/r/data", lambda _path: "other", mapped={redo})
+    by_name = {r.name: r for r in rows}
+    assert (by_name["ibdata1"].judged, by_name["ibdata1"].agrees) == (True, True)
+    assert (by_name["ib_logfile0"].judged, by_name["ib_logfile0"].agrees) == (False, None)
+    assert by_name["ib_logfile0"].note == verify.MAPPED_ROW_NOTE
+    assert verify.redo_reference(window, rows, mapped) is None
+    result = verify.verdict(rows, 0, verify.MIN_BYTES, verify.TOLERANCE, ["ib_logfile0"])
+    assert (result.state, result.judged) == ("agree", 1)
+    assert result.text.endswith("; not compared: ib_logfile0 (memory-mapped)")
+    note = verify.mapped_statement(mapped)
+    assert note is not None and note.startswith("not compared: ib_logfile0 (redo) is memory-mapped")
+    assert note.endswith(mapped_files.FIX)
+    assert verify.mapped_statement([]) is None
+    # not mapped: the same rows are judged, the redo log like any file performance_schema counts
+    rows = verify.compare(window, "/r/data", lambda _path: "other")
+    assert {r.name: r.agrees for r in rows} == {"ibdata1": True, "ib_logfile0": False}
 
 
 def test_resolver_keeps_the_name_of_a_file_closed_since_the_last_scan(tmp_path: Path) -> None:

@@ -11,15 +11,27 @@ after), and `±` half its width. A file agrees when the difference minus that al
 within TOLERANCE of performance_schema's figure; only files with more than
 MIN_BYTES in the window are judged.
 
+performance_schema names files as the server sees them: relative names are
+joined with the server's own datadir, and a server in its own root (chroot,
+container) has its names resolved inside that root and given as the paths here
+that mysqlio reports (`server_paths`, the mapping mysqlio.layout uses).
+
 Known reasons for small differences, printed with the result:
 - requests in flight at an edge: InnoDB's asynchronous writes count in
   performance_schema when submitted; mysqlio counts io_uring requests when they
   complete (libaio ones when submitted), so a page-cleaner batch in flight at one
   edge lands on different sides of it;
-- performance_schema only knows instrumented files: MariaDB does not instrument
-  the redo log (shown next to Innodb_os_log_written for reference); files past
+- performance_schema only knows instrumented files: MariaDB 10.11 and 11.8 do not
+  instrument the redo log (10.5 does); when mysqlio sees it written, it is shown
+  next to Innodb_os_log_written for reference; files past
   performance_schema_max_file_instances are lost (Performance_schema_file_instances_lost);
 - a file deleted during the window loses its performance_schema row.
+
+A file the server writes through a shared memory mapping (MariaDB 11.8's redo
+log, innodb_log_file_mmap; see mysqlio.mapped_files) is never judged: no system
+call carries its writes, so mysqlio cannot count them. verify names it, in the
+text, the JSON ("mapped", "mapped_note") and the verdict, and claims neither
+agreement nor difference for it.
 
 When the server is idle at both edges the comparison is exact (tests/test_verify.py).
 """
@@ -31,7 +43,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
@@ -39,6 +51,7 @@ import pymysql
 
 from mysqlio import target
 from mysqlio.errors import TargetGone, UserError
+from mysqlio.layout import host_root, realpath_in_root, to_server_path
 from mysqlio.model import Interval
 from mysqlio.mysql_conn import ConnectionOptions, Connector, error_text, query
 from mysqlio.units import printable
@@ -49,6 +62,7 @@ VERIFY_TIMEOUT_S = 10.0  # file_summary_by_instance of a server with many tables
 DRAIN_EVERY_S = 1.0  # the kernel maps are drained at least this often during the window
 REDO_STATUS = "Innodb_os_log_written"
 LOST_STATUS = "Performance_schema_file_instances_lost"
+MAPPED_ROW_NOTE = "memory-mapped: writes without a system call, not counted by mysqlio; not compared"
 _PFS_QUERY = (
     "SELECT FILE_NAME, SUM_NUMBER_OF_BYTES_WRITE, COUNT_WRITE, SUM_NUMBER_OF_BYTES_READ, COUNT_READ "
     "FROM performance_schema.file_summary_by_instance"
@@ -59,7 +73,7 @@ EXPLANATION = (
     "in between can fall on either side, hence ±. Beyond that, requests in flight at an edge differ: "
     "performance_schema counts InnoDB's asynchronous writes when submitted, mysqlio counts io_uring "
     "requests when they complete. performance_schema has no row for files it does not instrument "
-    "(MariaDB: the redo log) and drops the row of a deleted file."
+    "(MariaDB 10.11, 11.8: the redo log) and drops the row of a deleted file."
 )
 
 
@@ -118,25 +132,37 @@ def summary_delta(before: Mapping[str, FileIo], after: Mapping[str, FileIo]) -> 
     return out
 
 
-def canonical_paths(pid: int) -> Callable[[str], str]:
-    """os.path.realpath, once per name: the fd paths mysqlio reports are canonical,
-    performance_schema's are built from the configured (maybe symlinked) datadir.
-    A server in another mount namespace: its paths cannot be resolved here, normpath only."""
-    try:
-        same_root = os.stat(f"/proc/{pid}/root") == os.stat("/")
-    except OSError:
-        same_root = True
-    if not same_root:
-        return os.path.normpath
+def _once_per_name(resolve: Callable[[str], str]) -> Callable[[str], str]:
     cache: dict[str, str] = {}
 
     def canonical(path: str) -> str:
         found = cache.get(path)
         if found is None:
-            found = cache[path] = os.path.realpath(path)
+            found = cache[path] = resolve(path)
         return found
 
     return canonical
+
+
+def rooted_paths(host: str, proc_root: str) -> Callable[[str], str]:
+    """A server path -> the canonical path here, for a server whose root is the
+    directory `host` here, readable through `proc_root` (its /proc/PID/root):
+    symbolic links resolved inside that root, `host` prepended. "" for `host`:
+    our own root, os.path.realpath. Once per name."""
+    if not host:
+        return _once_per_name(os.path.realpath)
+    return _once_per_name(lambda path: host + realpath_in_root(proc_root, path))
+
+
+def server_paths(pid: int) -> Callable[[str], str]:
+    """The server's name for a file -> the path mysqlio reports for it.
+
+    performance_schema names files as the server sees them, built from its
+    configured (maybe symlinked) datadir; mysqlio's paths are canonical paths
+    here. A server in another root (chroot, container) names its files inside
+    that root: they are resolved there and given under the root's path here
+    (mysqlio.layout.host_root), as read_layout() gives the server's layout."""
+    return rooted_paths(host_root(pid), f"/proc/{pid}/root")
 
 
 def read_file_summary(
@@ -308,23 +334,28 @@ def _bracket(inner: int, outer: int) -> tuple[int, int]:
     return middle, high - middle
 
 
+def _under(path: str, datadir: str | None) -> str:
+    """`path` relative to the datadir when under it."""
+    return os.path.relpath(path, datadir) if datadir and path.startswith(datadir.rstrip("/") + "/") else path
+
+
 def compare(
     window: Window,
     datadir: str | None,
     kind_of: Callable[[str], str],
     min_bytes: int = MIN_BYTES,
     tolerance: float = TOLERANCE,
+    mapped: Collection[str] = (),
 ) -> list[Comparison]:
-    """One Comparison per file and direction that either side saw bytes or requests for."""
+    """One Comparison per file and direction that either side saw bytes or requests for.
+    Files in `mapped` (written through a shared mapping, see mysqlio.mapped_files) are
+    never judged: mysqlio cannot count their writes."""
     (s0a, s0b), (s1a, s1b) = window.start, window.end
     inner = summary_delta(s0b.files, s1a.files)
     outer = summary_delta(s0a.files, s1b.files)
     with_row = s0a.files.keys() | s0b.files.keys() | s1a.files.keys() | s1b.files.keys()
     gone = (s0a.files.keys() | s0b.files.keys()) - (s1a.files.keys() & s1b.files.keys())
     paths = inner.keys() | outer.keys() | window.traced.keys()
-
-    def name(path: str) -> str:
-        return os.path.relpath(path, datadir) if datadir and path.startswith(datadir.rstrip("/") + "/") else path
 
     rows: list[Comparison] = []
     for path in sorted(paths):
@@ -337,24 +368,57 @@ def compare(
             ib, ob_outer = getattr(pin, f"{op}_bytes"), getattr(pout, f"{op}_bytes")
             if not (ob or oo or ib or ob_outer or getattr(pout, f"{op}_ops")):
                 continue
-            note = ""
+            note = MAPPED_ROW_NOTE if path in mapped else ""
             pfs_bytes: int | None
             if path not in with_row:
                 pfs_bytes, edge, pfs_ops = None, 0, None
-                note = "no performance_schema row: not instrumented"
+                note = note or "no performance_schema row: not instrumented"
             else:
                 pfs_bytes, edge = _bracket(ib, ob_outer)
                 pfs_ops = _bracket(getattr(pin, f"{op}_ops"), getattr(pout, f"{op}_ops"))[0]
                 if path in gone:
-                    note = "performance_schema dropped its row during the window (file deleted?)"
+                    note = note or "performance_schema dropped its row during the window (file deleted?)"
                     pfs_bytes = None
             if not note and traced is not None and traced.deleted:
                 note = "deleted"
-            row = Comparison(path, name(path), kind, op, pfs_bytes, edge, ob, pfs_ops, oo, note=note)
-            _judge(row, min_bytes, tolerance)
+            row = Comparison(path, _under(path, datadir), kind, op, pfs_bytes, edge, ob, pfs_ops, oo, note=note)
+            if path not in mapped:
+                _judge(row, min_bytes, tolerance)
             rows.append(row)
     rows.sort(key=lambda r: (not r.judged, r.op != "write", -(r.pfs_bytes or r.mysqlio_bytes), r.name))
     return rows
+
+
+@dataclass(frozen=True)
+class MappedFile:
+    """A server file written through a shared, writable memory mapping: not compared."""
+
+    path: str
+    name: str  # relative to the datadir when under it
+    kind: str
+    mapped_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name, "kind": self.kind, "mapped_bytes": self.mapped_bytes}
+
+
+def mapped_statement(files: list[MappedFile]) -> str | None:
+    """What verify says of memory-mapped files (None when there are none)."""
+    if not files:
+        return None
+    names = ", ".join(f"{printable(f.name)} ({f.kind})" for f in files)
+    one = len(files) == 1
+    text = (
+        f"not compared: {names} {'is' if one else 'are'} memory-mapped shared and writable; the server writes "
+        f"{'it' if one else 'them'} by storing into the mapping and the kernel writes the pages back, with no "
+        "system call, so mysqlio counts none of those writes: verify claims neither agreement nor difference "
+        f"for {'it' if one else 'them'}"
+    )
+    if any(f.kind == "redo" for f in files):
+        from mysqlio.mapped_files import FIX
+
+        text += f"; to compare the redo log, {FIX}"
+    return text
 
 
 @dataclass
@@ -385,12 +449,13 @@ class RedoReference:
         }
 
 
-def redo_reference(window: Window, rows: list[Comparison]) -> RedoReference | None:
+def redo_reference(window: Window, rows: list[Comparison], mapped: Collection[MappedFile] = ()) -> RedoReference | None:
     """Only when the server has the counter, mysqlio saw a redo file written and
-    performance_schema has no row for it (MySQL instruments the redo log: compared above)."""
+    performance_schema has no row for it (MySQL and MariaDB 10.5 instrument the redo
+    log: compared above), and no redo file is memory-mapped (mysqlio sees none of its writes)."""
     values = [r.redo_written for r in (*window.start, *window.end)]
     redo = [t for t in window.traced.values() if t.kind == "redo" and t.io.write_bytes]
-    if any(v is None for v in values) or not redo:
+    if any(v is None for v in values) or not redo or any(f.kind == "redo" for f in mapped):
         return None
     if any(r.kind == "redo" and r.pfs_bytes is not None for r in rows):
         return None
@@ -410,10 +475,16 @@ class Verdict:
         return {"state": self.state, "judged": self.judged, "agreeing": self.agreeing, "text": self.text}
 
 
-def verdict(rows: list[Comparison], lost_events: int, min_bytes: int, tolerance: float) -> Verdict:
+def verdict(
+    rows: list[Comparison], lost_events: int, min_bytes: int, tolerance: float, mapped: Iterable[str] = ()
+) -> Verdict:
+    """`mapped`: names of memory-mapped files, said to be left out."""
     judged = [r for r in rows if r.judged]
     agreeing = [r for r in judged if r.agrees]
     limit = f"more than {min_bytes / (1 << 20):g} MiB"
+    left_out = ", ".join(printable(name) for name in mapped)
+    if left_out:
+        left_out = f"; not compared: {left_out} (memory-mapped)"
     if lost_events:
         return Verdict(
             "inconclusive",
@@ -423,7 +494,10 @@ def verdict(rows: list[Comparison], lost_events: int, min_bytes: int, tolerance:
         )
     if not judged:
         return Verdict(
-            "inconclusive", 0, 0, f"inconclusive: no file had {limit} written or read in the window; use a longer -d"
+            "inconclusive",
+            0,
+            0,
+            f"inconclusive: no file had {limit} written or read in the window; use a longer -d{left_out}",
         )
     if len(agreeing) == len(judged):
         return Verdict(
@@ -431,7 +505,7 @@ def verdict(rows: list[Comparison], lost_events: int, min_bytes: int, tolerance:
             len(judged),
             len(agreeing),
             f"agreement: {len(judged)} of {len(judged)} rows with {limit} agree "
-            f"(difference within ± plus {tolerance:.0%})",
+            f"(difference within ± plus {tolerance:.0%}){left_out}",
         )
     bad = ", ".join(f"{r.name} ({r.op})" for r in judged if not r.agrees)
     return Verdict(
@@ -439,7 +513,7 @@ def verdict(rows: list[Comparison], lost_events: int, min_bytes: int, tolerance:
         len(judged),
         len(agreeing),
         f"DIFFERENCE: {len(judged) - len(agreeing)} of {len(judged)} rows with {limit} differ by more "
-        f"than ± plus {tolerance:.0%}: {bad}",
+        f"than ± plus {tolerance:.0%}: {bad}{left_out}",
     )
 
 
@@ -456,6 +530,7 @@ class VerifyResult:
     redo: RedoReference | None
     verdict: Verdict
     warnings: list[str]
+    mapped: list[MappedFile] = field(default_factory=list)
     min_bytes: int = MIN_BYTES
     tolerance: float = TOLERANCE
 
@@ -472,6 +547,8 @@ class VerifyResult:
             "verdict": self.verdict.to_json(),
             "files": [r.to_json() for r in self.rows],
             "redo": None if self.redo is None else self.redo.to_json(),
+            "mapped": [f.to_json() for f in self.mapped],
+            "mapped_note": mapped_statement(self.mapped),
             "warnings": self.warnings,
             "explanation": EXPLANATION,
         }
@@ -514,6 +591,9 @@ def write_text(result: VerifyResult, out: TextIO, show_all: bool = False) -> Non
             f"while the server generated {rd.status_bytes:,}{edge} bytes of redo ({REDO_STATUS}); "
             "not a check: the log is written in whole blocks, so each commit rewrites its last partial block\n"
         )
+    statement = mapped_statement(result.mapped)
+    if statement:
+        out.write(f"\n{statement}\n")
     for warning in result.warnings:
         out.write(f"\nwarning: {warning}\n")
     out.write(f"\n{result.verdict.text}\n")
@@ -555,7 +635,7 @@ def _check_performance_schema(conn: pymysql.connections.Connection, who: str) ->
 
 def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Exit 0 when every judged file agrees, 1 when one differs or nothing could be judged."""
-    from mysqlio import stap
+    from mysqlio import mapped_files, stap
     from mysqlio.classify import Classifier
     from mysqlio.layout import read_layout
     from mysqlio.resolve import FileResolver
@@ -571,19 +651,27 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         warnings = _check_performance_schema(conn, connector.user)
         lost_before = _status_value(conn, LOST_STATUS) or 0
         layout = read_layout(pid)
-        datadir = layout.datadir or str(query(conn, "SELECT @@datadir AS d")[0]["d"]).rstrip("/")
-        canonical = canonical_paths(pid)
+        here = server_paths(pid)  # performance_schema's names are the server's: its datadir, inside its root
+        if layout.datadir:
+            server_datadir, datadir = to_server_path(layout.datadir, layout.root), layout.datadir
+        else:
+            server_datadir = str(query(conn, "SELECT @@datadir AS d")[0]["d"]).rstrip("/") or "/"
+            datadir = here(server_datadir)
         has_redo_counter = _status_value(conn, REDO_STATUS) is not None
+        classifier = Classifier(layout)
+        mapped = [
+            MappedFile(f.path, _under(f.path, datadir), f.kind, f.mapped_bytes)
+            for f in mapped_files.mapped_files(pid, classifier) or []
+        ]
 
         def read_server() -> Reading:
             try:
-                files = read_file_summary(conn, datadir, canonical)
+                files = read_file_summary(conn, server_datadir, here)
                 redo = _status_value(conn, REDO_STATUS) if has_redo_counter else None
             except pymysql.MySQLError as exc:
                 raise UserError(f"lost the connection to {connector.describe()}: {error_text(exc)}") from None
             return Reading(files, redo)
 
-        classifier = Classifier(layout)
         with stap.open_probe(backend, pid) as probe:
             resolver = FileResolver(pid, probe.kernel_name)
             resolver.scan_fds()
@@ -598,8 +686,13 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         lost_after = _status_value(conn, LOST_STATUS) or 0
     finally:
         conn.close()
-    rows = compare(window, datadir, classifier.kind)
-    rowless = [r.name for r in rows if r.pfs_bytes is None and r.kind != "redo" and r.mysqlio_bytes]
+    mapped_paths = {f.path for f in mapped}
+    rows = compare(window, datadir, classifier.kind, mapped=mapped_paths)
+    rowless = [
+        r.name
+        for r in rows
+        if r.pfs_bytes is None and r.kind != "redo" and r.mysqlio_bytes and r.path not in mapped_paths
+    ]
     if lost_after and rowless:
         grew = f", {lost_after - lost_before} of them during the window" if lost_after > lost_before else ""
         warnings.append(
@@ -613,9 +706,10 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         endpoint=connector.endpoint.describe(),
         window=window,
         rows=rows,
-        redo=redo_reference(window, rows),
-        verdict=verdict(rows, window.lost_events, MIN_BYTES, TOLERANCE),
+        redo=redo_reference(window, rows, mapped),
+        verdict=verdict(rows, window.lost_events, MIN_BYTES, TOLERANCE, [f.name for f in mapped]),
         warnings=warnings,
+        mapped=mapped,
     )
     if args.json:
         out.write(json.dumps(result.to_json()) + "\n")

@@ -1078,6 +1078,19 @@ static __always_inline __u64 uring_user_data(struct io_kiocb *req)
 	return BPF_CORE_READ((struct io_kiocb___user_data *)req, user_data);
 }
 
+/* The file an io_uring request acts on, if it is storage (a request with no
+ * file attached is counted in uring_no_file). */
+static __always_inline bool uring_file_ref(struct io_kiocb *req, struct file_ref *file)
+{
+	struct file *f = BPF_CORE_READ(req, file);
+
+	if (!f) {
+		__sync_fetch_and_add(&drops.uring_no_file, 1);
+		return false;
+	}
+	return file_ref_of(f, file, SCRATCH_URING);
+}
+
 /* remember when each request was submitted (latency), and where it acts
  * (prep has run: io_rw's kiocb.ki_pos holds the SQE offset); attached to
  * io_uring_submit_sqe instead where the kernel has that name */
@@ -1101,12 +1114,7 @@ int handle_uring_submit(__u64 *ctx)
 	pending.op = op;
 	if (targ_uring_by_user_data) {
 		/* the completion will not show the request: its file is taken now */
-		file.file = BPF_CORE_READ(req, file);
-		if (!file.file) {
-			__sync_fetch_and_add(&drops.uring_no_file, 1);
-			return 0;
-		}
-		if (!file_ref_of(file.file, &file, SCRATCH_URING))
+		if (!uring_file_ref(req, &file))
 			return 0;
 		pending.dev = file.dev;
 		pending.ino = file.ino;
@@ -1169,12 +1177,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	if (op < 0)
 		return 0;
 	res = BPF_CORE_READ(req, cqe.res);
-	file.file = BPF_CORE_READ(req, file);
-	if (!file.file) {
-		__sync_fetch_and_add(&drops.uring_no_file, 1);
-		return 0;
-	}
-	if (!file_ref_of(file.file, &file, SCRATCH_URING))
+	if (!uring_file_ref(req, &file))
 		return 0;
 	account(&file, op, MIO_API_IO_URING, res, current_tid());
 	pending = bpf_map_lookup_elem(&uring_pending, &key);

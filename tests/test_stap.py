@@ -41,7 +41,7 @@ from mysqlio.resolve import FileResolver
 from mysqlio.stap import MountTable, StapError, StapProbe, replay_probe
 from mysqlio.top import IntervalSampler
 from mysqlio.trace import TraceMeta, TraceReader, TraceWriter
-from traced import COUNTERS, FileTotals
+from traced import COUNTERS, FileTotals, assert_one_line_error
 
 REPO = Path(__file__).resolve().parent.parent
 STAP_DIR = REPO / "stap"
@@ -99,6 +99,18 @@ class Build:
     work: Path
     env: dict[str, str]
 
+    def stap_build(self, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        """`mysqlio stap-build` for the headers' release: the production path to the modules."""
+        return subprocess.run(
+            [sys.executable, "-m", "mysqlio", "stap-build", "--kernel", self.release, "-o", str(out), *args],
+            cwd=self.work,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=1200,
+        )
+
     def run(self, mode: str, last_pass: int) -> subprocess.CompletedProcess[str]:
         cmd = stapmod.compile_command(mode, release=self.release, runtime=self.runtime, last_pass=last_pass)
         return subprocess.run(
@@ -114,24 +126,26 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     work = tmp_path_factory.mktemp("stap-build")
     cache = Path(os.environ.get("MYSQLIO_TEST_STAP_CACHE") or work / "cache")
     runtime = stapmod.compat_runtime(release, cache_dir=cache)  # a stable path: part of stap's cache keys
-    return Build(release, runtime, work, {**os.environ, "SYSTEMTAP_DIR": str(cache)})
+    env = {**os.environ, "SYSTEMTAP_DIR": str(cache), "XDG_CACHE_HOME": str(cache)}
+    return Build(release, runtime, work, env)
 
 
 @pytest.fixture(scope="session")
 def compiled(build: Build) -> dict[str, Compiled]:
-    """Each script translated and compiled once per session, one after the other: the first
-    builds stap's caches (autoconf probes of the headers, tracepoint and type queries) in a
+    """Both scripts compiled once per session by `mysqlio stap-build`, one after the other: the
+    first builds stap's caches (autoconf probes of the headers, tracepoint and type queries) in a
     fresh directory, the second reuses them. MYSQLIO_TEST_STAP_CACHE keeps them between runs."""
-    runtime, work = build.runtime, build.work
+    out = build.work / "modules"
+    proc = build.stap_build(out)
+    output = proc.stdout + proc.stderr
+    manifest = json.loads((out / stapmod.MANIFEST).read_text()) if proc.returncode == 0 else {"modules": {}}
     results = {}
     for mode in stapmod.MODES:
-        start = time.monotonic()
-        proc = build.run(mode, 4)
-        seconds = time.monotonic() - start
-        printed = [line for line in proc.stdout.splitlines() if line.endswith(".ko")]
-        module = Path(work, printed[-1]) if printed else work / "none.ko"  # stap prints its cached module
-        results[mode] = Compiled(proc.returncode, seconds, module, proc.stdout + proc.stderr)
-        print(f"stap -p4 {mode}: {seconds:.1f} s (runtime {'patched copy' if runtime else 'as installed'})")
+        entry = manifest["modules"].get(mode, {"file": "none.ko", "compile_s": 0.0})
+        results[mode] = Compiled(proc.returncode, entry["compile_s"], out / entry["file"], output)
+        print(
+            f"stap-build {mode}: {entry['compile_s']:.1f} s (runtime {'patched copy' if build.runtime else 'as installed'})"
+        )
     return results
 
 
@@ -142,6 +156,8 @@ def test_script_compiles_to_a_module(compiled: dict[str, Compiled], mode: str) -
     assert result.module.exists(), result.output[-3000:]
     vermagic = re.search(rb"vermagic=(\S+)", result.module.read_bytes())
     assert vermagic and vermagic.group(1).decode() == headers_release()
+    assert stapmod.module_release(result.module) == headers_release()
+    assert stapmod.module_info(result.module)["name"] == stapmod.MODULE_NAMES[mode]
 
 
 def test_compiles_take_minutes_not_more(compiled: dict[str, Compiled]) -> None:
@@ -163,12 +179,122 @@ def test_hot_paths_lock_nothing_before_their_filters(build: Build, compiled: dic
     for body in handlers:
         if "raw_syscalls:sys_" not in body or "global_lock(" not in body:
             continue
+        # one place takes the locks, among the handler's own statements (indented 4), not in
+        # a branch: SystemTap 4.8 puts them before the first statement that touches a global,
+        # and a path around that statement (an `if` ended by `next`) would run unlocked. The
+        # first top script did that: requests added with no lock raced the flush's delete.
+        sites = [line for line in body.splitlines() if "if (c->locked == 0)" in line]
+        assert len(sites) == 1 and sites[0].startswith("    if"), sites
         lock = body.index("stp_lock_probe(")
         assert body.index("function___global_target") < lock
+        if "mio_parity" in body:  # top: each aggregate's handler, in its epoch only
+            assert body.index("mio_parity") < lock
         if "mio_is_storage" in body and "mio_iocb" not in body:
             assert body.rindex("mio_is_storage") < lock
             checked += 1
-    assert checked == {"top": 1, "record": 2}[mode]  # record: entry and exit
+    assert checked == 2  # top: one handler per aggregate (iocbs: in a function); record: entry and exit
+
+
+def test_stap_build_writes_modules_and_a_manifest(build: Build, compiled: dict[str, Compiled]) -> None:
+    """stap-build's directory: one .ko per script, and a manifest naming the kernel release, the
+    script of each module, its checksum, the protocol and mysqlio's version."""
+    from mysqlio import __version__
+
+    out = compiled["top"].module.parent
+    manifest = json.loads((out / stapmod.MANIFEST).read_text())
+    assert manifest["kernel_release"] == build.release and manifest["mysqlio_version"] == __version__
+    assert manifest["protocol_version"] == proto.PROTOCOL_VERSION and manifest["format"] == stapmod.MANIFEST_FORMAT
+    assert manifest["scripts_sha256"] == stapmod.scripts_digest()
+    assert sorted(manifest["modules"]) == sorted(stapmod.MODES)
+    for mode, entry in manifest["modules"].items():
+        assert entry["script"] == stapmod.SCRIPTS[mode]
+        assert entry["sha256"] == stapmod._sha256_file(out / entry["file"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([stapmod.MANIFEST, "mysqlio_record.ko", "mysqlio_top.ko"])
+
+
+def test_stap_build_without_headers_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "stap-build", "--kernel", "1.2.3-none", "-o", str(tmp_path / "m")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert_one_line_error(proc, "no headers for kernel 1.2.3-none", "/lib/modules/1.2.3-none/build")
+    assert not (tmp_path / "m").exists()
+
+
+def test_prebuilt_module_is_checked_before_it_is_loaded(
+    build: Build, compiled: dict[str, Compiled], tmp_path: Path
+) -> None:
+    """--stap-module: the module for the mode, whole, of this protocol, for the running kernel;
+    anything else is one line naming what is wrong."""
+    built = compiled["top"].module.parent
+    release = build.release
+    ok = stapmod.prebuilt_module(str(built), "top", release=release)
+    assert ok.module == built / "mysqlio_top.ko" and ok.release == release and ok.manifest is not None
+    assert stapmod.prebuilt_module(str(built / "mysqlio_record.ko"), "record", release=release).mode == "record"
+
+    def refused(path: Path | str, mode: str, *fragments: str, release: str = release) -> None:
+        with pytest.raises(UserError) as info:
+            stapmod.prebuilt_module(str(path), mode, release=release)
+        message = str(info.value)
+        assert "\n" not in message and message.startswith(f"--stap-module {path}: "), message
+        for fragment in fragments:
+            assert fragment in message, message
+
+    refused(built, "top", f"built for kernel {release}, this machine runs 9.9.9", release="9.9.9")
+    refused(built / "mysqlio_record.ko", "top", "this is the record module, top needs mysqlio_top.ko")
+    refused(tmp_path / "nothing", "top", "no such file or directory")
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    data = (copy / "mysqlio_top.ko").read_bytes()
+    (copy / "mysqlio_top.ko").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    refused(copy, "top", "mysqlio_top.ko is corrupt (its checksum differs from the manifest's)")
+    (copy / "mysqlio_top.ko").unlink()
+    refused(copy, "top", "mysqlio_top.ko is missing")
+    manifest = json.loads((copy / stapmod.MANIFEST).read_text())
+    manifest["protocol_version"] = 1
+    (copy / stapmod.MANIFEST).write_text(json.dumps(manifest))
+    refused(copy, "record", "protocol 1", f"speaks protocol {proto.PROTOCOL_VERSION}")
+    (copy / stapmod.MANIFEST).write_text("{")
+    refused(copy, "top", "manifest.json is corrupt")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "cut.ko").write_bytes(data[: len(data) // 2])
+    refused(bare / "cut.ko", "top", "cut.ko is not a usable kernel module")
+    (bare / "text.ko").write_text("not a module")
+    refused(bare / "text.ko", "top", "not an ELF file")
+    shutil.copyfile(built / "mysqlio_top.ko", bare / "top.ko")  # no manifest beside: the module's own vermagic
+    assert stapmod.prebuilt_module(str(bare / "top.ko"), "top", release=release).manifest is None
+    refused(bare / "top.ko", "top", f"built for kernel {release}", release="9.9.9")
+
+
+def test_prebuilt_module_on_another_kernel_is_one_line(compiled: dict[str, Compiled]) -> None:
+    """On this machine (not the headers' kernel) top refuses the module before loading anything."""
+    built = compiled["top"].module.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "top", "-p", str(os.getpid()), "--stap-module", str(built), "-n", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert_one_line_error(proc, f"built for kernel {headers_release()}", f"this machine runs {os.uname().release}")
+    with pytest.raises(UserError, match="use it with --backend stap"):
+        stapmod.select_backend("bpf", str(built), "top")
+
+
+def test_prebuilt_needs_only_staprun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No stap and no headers are needed to run a prebuilt module, only staprun."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "staprun").write_text("#!/bin/sh\n")
+    (bindir / "staprun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    problem = stapmod.stap_problem(release="1.2.3-no-headers", prebuilt=True)
+    if problem is not None:  # this machine: no loadable modules, or not x86_64
+        assert "stap," not in problem and "headers" not in problem
+    assert "needs stap" in (stapmod.stap_problem(release="1.2.3-no-headers") or "needs stap")
 
 
 def test_compat_runtime_only_when_headers_need_it(tmp_path: Path) -> None:
@@ -256,7 +382,7 @@ def test_every_record_round_trips() -> None:
         proto.Name(8388611, 13, 0, False, ()),
         proto.Row(8388611, 12, 4243, 0, 1, 16384, 1, 0),
         proto.Event(1_700_000_000_000_000_000, 5000, 4243, 1, 0, 8388611, 12, -1, -9),
-        proto.Mark(7, 1_700_000_000_000_000_000, dict(zip(proto.DROP_FIELDS, range(1, 6), strict=True))),
+        proto.Mark(7, 1_700_000_000_000_000_000, dict(zip(proto.DROP_FIELDS, range(1, 8), strict=True)), 9),
     ]
     for record in records:
         line = proto.format_record(record)
@@ -266,7 +392,16 @@ def test_every_record_round_trips() -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["", "Z 1 2", "A 1 2 3", "A 1 2 3 4 5 6 7 x", "N 1 2 1 1 zz/00", "I 1 2 3 4 5 6", "H 1 top 12"],
+    [
+        "",
+        "Z 1 2",
+        "A 1 2 3",
+        "A 1 2 3 4 5 6 7 x",
+        "N 1 2 1 1 zz/00",
+        "I 1 2 3 4 5 6 7",
+        "I 1 2 3 4 5 6 7 8 9",
+        "H 1 top 12",
+    ],
 )
 def test_malformed_lines_are_protocol_errors(line: str) -> None:
     with pytest.raises(proto.ProtocolError):
@@ -419,9 +554,33 @@ def test_record_pipeline_gives_iogens_numbers(materialized: Materialized, tmp_pa
     assert 15000 in reads["offset"].tolist()  # preadv2 at 15000
 
 
+def test_skipped_probes_are_lost_events_of_their_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    """The regression of the first live run: requests stap skipped (a hot path that did not get
+    the aggregate's lock while a flush held it) were told only in stap's exit message, and top
+    showed lost_events 0. The marks now carry stap's skipped and transport-failure counts, and
+    each interval shows its own."""
+    pid = free_pid()
+    lines = [
+        f"H {proto.PROTOCOL_VERSION} top {pid} m\n",
+        "I 1 1 0 0 0 0 0 0 0 0\n",
+        "I 2 2 0 0 0 0 0 2 0 0\n",
+        "I 3 3 0 0 0 0 0 2 1 0\n",
+        "I 4 4 0 0 0 0 0 2 1 3\n",
+    ]
+    probe = replay_probe(lines, pid, "top", MountTable())
+    sampler = IntervalSampler(probe, FileResolver(pid, probe.kernel_name), Classifier(read_layout(pid)), pid)
+    lost = [sampler.sample().to_json()["lost_events"] for _ in range(4)]
+    assert lost == [0, 2, 1, 0]
+    assert probe.drops().as_dict()["skipped_probes"] == 2 and probe.drops().as_dict()["transport_failures"] == 1
+    # the last mark counted io_uring calls: not a loss, but said once
+    assert probe.uses_io_uring and probe.io_uring_calls == 3
+    err = capsys.readouterr().err
+    assert err.count("io_uring") == 2 and "made 3 io_uring calls" in err and "\n" not in err.strip()
+
+
 def test_a_name_walked_too_deep_is_shown_as_incomplete() -> None:
     name = proto.Name(kdev(FIXTURE_DEV), 5, 0, False, (b"mysql", b"t1.ibd"))
-    lines = [proto.format_record(proto.Hello(1, "top", 1, "m")), proto.format_record(name)]
+    lines = [proto.format_record(proto.Hello(proto.PROTOCOL_VERSION, "top", 1, "m")), proto.format_record(name)]
     probe = replay_probe(lines, free_pid(), "top", MountTable.parse((FIXTURES / "mountinfo.txt").read_text()))
     probe.drain()
     kn = probe.kernel_name(FileIdentity(FIXTURE_DEV, 5))
@@ -430,8 +589,8 @@ def test_a_name_walked_too_deep_is_shown_as_incomplete() -> None:
 
 
 def test_a_script_of_another_protocol_version_is_refused() -> None:
-    with pytest.raises(StapError, match="protocol 2"):
-        replay_probe(["H 2 top 1 m\n"], 1, "top", MountTable())
+    with pytest.raises(StapError, match="protocol 1"):
+        replay_probe(["H 1 top 1 m\n"], 1, "top", MountTable())
 
 
 # ---- the stap process, with a stand-in stap ----
@@ -460,21 +619,25 @@ FAKE_STAPRUN = textwrap.dedent(
     assert "-R" in args
     mode = "record" if args[-1].endswith("_record.ko") else "top"
     pid = int(args[args.index("-x") + 1])
-    flush = os.path.join(os.environ["MYSQLIO_STAP_PROCFS"], "fakemod", "flush")
-    os.makedirs(os.path.dirname(flush))
-    os.mkfifo(flush)
-    print(f"H 1 {mode} {pid} fakemod", flush=True)
+    procfs = os.path.join(os.environ["MYSQLIO_STAP_PROCFS"], "fakemod")
+    os.makedirs(procfs)
+    files = ["flip", "flush0", "flush1"] if mode == "top" else ["flush"]
+    for name in files:
+        os.mkfifo(os.path.join(procfs, name))
+    print(f"H 2 {mode} {pid} fakemod", flush=True)
     print(os.environ["FAKE_NAME"], flush=True)
     seq = 0
     try:
         while True:
-            with open(flush) as f:
-                f.read()
+            # top: a flip, then the flush of the retired aggregate, flush0 and flush1 in turn
+            for name in (["flip", f"flush{seq % 2}"] if mode == "top" else ["flush"]):
+                with open(os.path.join(procfs, name)) as f:
+                    f.read()
             seq += 1
             print(os.environ["FAKE_ROW"], flush=True)
-            print(f"I {seq} 1 0 0 0 0 0", flush=True)
+            print(f"I {seq} 1 0 0 0 0 0 0 0 0", flush=True)
     except KeyboardInterrupt:
-        print(f"I {seq + 1} 1 0 0 0 0 0", flush=True)
+        print(f"I {seq + 1} 1 0 0 0 0 0 0 0 0", flush=True)
         sys.stderr.write("WARNING: Number of errors: 0, skipped probes: 3\\n")
     """
 )

@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_mysql_options(top)
     _add_backend(top)
+    _add_stap_module(top)
     mode = top.add_mutually_exclusive_group()
     mode.add_argument("--batch", action="store_true", help="plain text, one block per interval")
     mode.add_argument("--json", action="store_true", help="one JSON object per interval, one per line")
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_mysql_options(record)
     _add_backend(record)
+    _add_stap_module(record)
 
     demo = sub.add_parser("demo", help="start a throwaway MariaDB under a write load and run top on it")
     demo.add_argument("-i", "--interval", type=_positive_float, default=1.0, help="seconds between updates (default 1)")
@@ -124,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="JSON lines instead of text")
     _add_trace_parsers(sub)
     _add_service_parsers(sub)
+    _add_stap_build_parser(sub)
     return parser
 
 
@@ -210,6 +213,53 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_stap_module(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--stap-module",
+        metavar="DIR_OR_KO",
+        help="run the SystemTap module built by 'mysqlio stap-build' (its directory or .ko) with staprun only: "
+        "no compiler or kernel headers here (implies --backend stap)",
+    )
+
+
+def _add_stap_build_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    build = sub.add_parser(
+        "stap-build",
+        help="compile the SystemTap modules for a kernel release, to run elsewhere with --stap-module",
+    )
+    build.add_argument(
+        "--kernel",
+        metavar="RELEASE",
+        help="the target's kernel release (its 'uname -r'; default: this machine's); "
+        "its headers must be in /lib/modules/RELEASE/build here",
+    )
+    build.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the modules into")
+    build.add_argument("--mode", choices=("all", "top", "record"), default="all", help="which module (default: both)")
+
+
+def _cmd_stap_build(args: argparse.Namespace) -> int:
+    import platform
+    import time
+    from pathlib import Path
+
+    from mysqlio import stap
+
+    release = args.kernel or platform.release()
+    modes = stap.MODES if args.mode == "all" else (args.mode,)
+    start = time.monotonic()
+    manifest = stap.build_modules(
+        release, Path(args.output), modes, progress=lambda what: print(f"mysqlio: {what}", file=sys.stderr)
+    )
+    for mode, entry in manifest["modules"].items():
+        print(f"{Path(args.output) / entry['file']}  {mode}  kernel {release}  ({entry['compile_s']:.0f} s)")
+    print(
+        f"mysqlio: built in {time.monotonic() - start:.0f} s; on a host running {release}, as root: "
+        f"mysqlio top --stap-module {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _output_mode(json_lines: bool, batch: bool) -> str:
     """JSON when asked; plain text when asked or not on a terminal; else the live screen."""
     if json_lines:
@@ -238,7 +288,7 @@ def _traced_pid(args: argparse.Namespace) -> int:
 
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
-    args.backend = stap.select_backend(args.backend)
+    args.backend = stap.select_backend(args.backend, getattr(args, "stap_module", None), args.command)
     return target.tgid_of(pid)
 
 
@@ -421,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_plot(args)
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "stap-build":
+            return _cmd_stap_build(args)
         if args.command == "exporter":
             from mysqlio.exporter import run_exporter
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import platform
 import queue
@@ -35,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -53,15 +54,17 @@ BACKENDS = ("auto", "bpf", "stap")
 MODES = ("top", "record")
 SCRIPTS = {"top": "mysqlio-top.stp", "record": "mysqlio-record.stp"}
 # Compiled into the modules. Statements per probe hit: a flush prints up to 8192 rows,
-# io_submit walks 64 iocbs. Skipped probes (lock contention) are counted, not fatal:
-# stap reports them at exit.
-STAP_DEFINES = ("MAXACTION=100000", "MAXSKIPPED=1000000")
+# io_submit walks 64 iocbs. Lock waits: a handler that does not get a global's lock within
+# MAXTRYLOCK tries 10 us apart is skipped (stap's default, 100 tries = 1 ms, skipped both
+# requests arriving during a long flush and flushes among busy writers: see
+# docs/systemtap.md); 5000 tries = 50 ms. Skipped probes are counted in every mark, not fatal.
+STAP_DEFINES = ("MAXACTION=100000", "MAXSKIPPED=1000000", "MAXTRYLOCK=5000")
 RECORD_BUFFER_MB = 64  # staprun -b: kernel-to-user buffer of the record script
 COMPILE_TIMEOUT_S = 900.0  # the first compile on a kernel: a minute or two on a small machine
 LOAD_TIMEOUT_S = 120.0  # staprun: load the module, register the probes
 ANSWER_TIMEOUT_S = 10.0  # from a flush request to its mark
 MOUNTS_REFRESH_S = 1.0
-DROP_KEYS = (*proto.DROP_FIELDS, "skipped_probes", "transport_failures")
+DROP_KEYS = proto.DROP_FIELDS  # the marks' counters; stap's own two also come from its exit message
 _PR_SET_PDEATHSIG = 1
 _LOG_LINES = 40
 
@@ -199,7 +202,6 @@ def _telling(log: Iterable[str]) -> str:
 def compile_module(mode: str, stop: threading.Event | None = None, quiet: bool = False) -> Path:
     """The compiled module of a script for the running kernel (compiled now if stap has not cached it)."""
     release = platform.release()
-    cmd = compile_command(mode, runtime=compat_runtime(release))
 
     def say_compiling() -> None:  # only when it is not a cache hit
         if not quiet:
@@ -209,7 +211,15 @@ def compile_module(mode: str, stop: threading.Event | None = None, quiet: bool =
                 file=sys.stderr,
             )
 
-    announce = threading.Timer(2.0, say_compiling)
+    return _run_compile(compile_command(mode, runtime=compat_runtime(release)), mode, stop, say_compiling)
+
+
+def _run_compile(
+    cmd: list[str], mode: str, stop: threading.Event | None, say_compiling: Callable[[], None] | None
+) -> Path:
+    """Run stap -p4: the path of the module it made (or had cached), kept out of its temporary
+    working directory."""
+    announce = threading.Timer(2.0, say_compiling) if say_compiling is not None else None
     with tempfile.TemporaryDirectory(prefix="mysqlio-stap-") as work:
         try:
             proc = subprocess.Popen(
@@ -223,7 +233,8 @@ def compile_module(mode: str, stop: threading.Event | None = None, quiet: bool =
             )
         except OSError as exc:
             raise StapError(f"cannot run stap: {exc.strerror or exc}") from None
-        announce.start()
+        if announce is not None:
+            announce.start()
         try:
             deadline = time.monotonic() + COMPILE_TIMEOUT_S
             while True:
@@ -238,7 +249,8 @@ def compile_module(mode: str, stop: threading.Event | None = None, quiet: bool =
                             raise UserError("interrupted while SystemTap was compiling") from None
                         raise StapError(f"stap did not compile within {COMPILE_TIMEOUT_S:.0f} s") from None
         finally:
-            announce.cancel()
+            if announce is not None:
+                announce.cancel()
         log = err.decode(errors="replace").splitlines()
         if proc.returncode != 0:
             raise StapError(
@@ -256,20 +268,262 @@ def compile_module(mode: str, stop: threading.Event | None = None, quiet: bool =
         return module
 
 
+# ---- modules built on one machine, run on another (stap-build, --stap-module) ----
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+MODULE_NAMES = {"top": "mysqlio_top", "record": "mysqlio_record"}  # stap -m: also the .ko's name
+
+
+def scripts_digest() -> str:
+    """What a compiled module depends on besides the kernel: the scripts, the tapset, the
+    defines compiled in and stap's version (sha256, hex)."""
+    h = hashlib.sha256()
+    base = script_dir()
+    for path in sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in (".stp", ".stpm")):
+        h.update(f"{path.relative_to(base)}\0".encode())
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    h.update("\0".join(STAP_DEFINES).encode())
+    h.update(f"\0protocol {proto.PROTOCOL_VERSION}\0{stap_version()}".encode())
+    return h.hexdigest()
+
+
+def stap_version() -> str:
+    """`stap --version`'s first line ("" without stap)."""
+    stap = shutil.which("stap")
+    if stap is None:
+        return ""
+    try:
+        proc = subprocess.run([stap, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return ((proc.stdout or proc.stderr).splitlines() or [""])[0].strip()
+
+
+def module_info(path: Path) -> dict[str, str]:
+    """The .modinfo section of a kernel module (vermagic=..., name=...); ValueError when the
+    file is not a 64-bit little-endian ELF object with one."""
+    data = path.read_bytes()
+    if len(data) < 64 or data[:4] != b"\x7fELF":
+        raise ValueError("not an ELF file")
+    if data[4] != 2 or data[5] != 1:
+        raise ValueError("not a 64-bit little-endian ELF file")
+    try:
+        shoff = int.from_bytes(data[0x28:0x30], "little")
+        shentsize = int.from_bytes(data[0x3A:0x3C], "little")
+        shnum = int.from_bytes(data[0x3C:0x3E], "little")
+        shstrndx = int.from_bytes(data[0x3E:0x40], "little")
+        if shentsize < 64 or not 0 < shnum < 65536 or shstrndx >= shnum or shoff + shnum * shentsize > len(data):
+            raise ValueError("bad section table")
+
+        def section(i: int) -> tuple[int, int, int]:  # (name offset, file offset, size)
+            base = shoff + i * shentsize
+            name, off, size = (
+                int.from_bytes(data[base : base + 4], "little"),
+                int.from_bytes(data[base + 24 : base + 32], "little"),
+                int.from_bytes(data[base + 32 : base + 40], "little"),
+            )
+            if off + size > len(data):
+                raise ValueError("section beyond the end of the file")
+            return name, off, size
+
+        _, str_off, str_size = section(shstrndx)
+        names = data[str_off : str_off + str_size]
+        for i in range(shnum):
+            name, off, size = section(i)
+            end = names.find(b"\0", name)
+            if names[name:end] == b".modinfo":
+                entries = data[off : off + size].split(b"\0")
+                return dict(e.decode(errors="replace").partition("=")[::2] for e in entries if b"=" in e)
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"corrupt ELF file ({exc})") from None
+    raise ValueError("no .modinfo section: not a kernel module")
+
+
+def module_release(path: Path) -> str:
+    """The kernel release a module was built for (the first word of its vermagic)."""
+    vermagic = module_info(path).get("vermagic", "").split()
+    if not vermagic:
+        raise ValueError("no vermagic in its .modinfo: not a kernel module")
+    return vermagic[0]
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def build_modules(
+    release: str,
+    out_dir: Path,
+    modes: Iterable[str] = MODES,
+    stop: threading.Event | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """`mysqlio stap-build`: compile the scripts for a kernel release (its headers in
+    /lib/modules/RELEASE/build on this machine) into out_dir, as MODULE.ko files and a
+    manifest.json naming the release, each module's script and checksum, and mysqlio's version.
+    The modules run anywhere that kernel runs, with only staprun (--stap-module)."""
+    from mysqlio import __version__
+
+    if platform.machine() != "x86_64":
+        raise UserError(f"the SystemTap scripts support x86_64 only, this machine is {platform.machine()}")
+    if shutil.which("stap") is None:
+        raise UserError("stap-build needs stap (Debian/Ubuntu: apt-get install systemtap; RHEL: yum install systemtap)")
+    if not os.path.isdir(f"/lib/modules/{release}/build"):
+        raise UserError(
+            f"no headers for kernel {release} here (/lib/modules/{release}/build is missing): install "
+            f"linux-headers-{release} (Debian/Ubuntu) or kernel-devel-{release} (RHEL/CentOS) on this build host"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runtime = compat_runtime(release)
+    manifest: dict = {
+        "format": MANIFEST_FORMAT,
+        "kernel_release": release,
+        "mysqlio_version": __version__,
+        "protocol_version": proto.PROTOCOL_VERSION,
+        "stap_version": stap_version(),
+        "scripts_sha256": scripts_digest(),
+        "built_on": platform.node(),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "modules": {},
+    }
+    for mode in modes:
+        start = time.monotonic()
+        if progress is not None:
+            progress(f"compiling {SCRIPTS[mode]} for kernel {release}")
+        cmd = compile_command(mode, release=release, runtime=runtime, module=MODULE_NAMES[mode])
+        built = _run_compile(cmd, mode, stop, None)
+        try:
+            got = module_release(built)
+        except ValueError as exc:
+            raise StapError(f"stap made {built}, which is unusable: {exc}") from None
+        if got != release:
+            raise StapError(f"stap made a module for kernel {got}, not {release}")
+        name = MODULE_NAMES[mode] + ".ko"
+        staging = out_dir / f".{name}.tmp"
+        shutil.copyfile(built, staging)
+        staging.replace(out_dir / name)
+        manifest["modules"][mode] = {
+            "file": name,
+            "script": SCRIPTS[mode],
+            "sha256": _sha256_file(out_dir / name),
+            "size": (out_dir / name).stat().st_size,
+            "compile_s": round(time.monotonic() - start, 1),
+        }
+    staging = out_dir / f".{MANIFEST}.tmp"
+    staging.write_text(json.dumps(manifest, indent=1) + "\n")
+    staging.replace(out_dir / MANIFEST)
+    return manifest
+
+
+@dataclass(frozen=True)
+class Prebuilt:
+    """A module of `mysqlio stap-build`, checked for this machine."""
+
+    module: Path
+    mode: str
+    release: str
+    manifest: dict | None
+
+
+def _read_manifest(path: Path, shown: str) -> dict:
+    try:
+        manifest = json.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"--stap-module {shown}: cannot read {path.name}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UserError(f"--stap-module {shown}: {path.name} is corrupt (not JSON)") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("modules"), dict):
+        raise UserError(f"--stap-module {shown}: {path.name} is not a manifest of mysqlio stap-build")
+    if manifest.get("format") != MANIFEST_FORMAT:
+        raise UserError(
+            f"--stap-module {shown}: manifest format {manifest.get('format')!r}, this mysqlio reads "
+            f"{MANIFEST_FORMAT}: build the module with this mysqlio's stap-build"
+        )
+    return manifest
+
+
+def prebuilt_module(path: str, mode: str, release: str | None = None) -> Prebuilt:
+    """--stap-module DIR_OR_KO for top or record, checked: the file is there and whole, it is
+    a kernel module of this mysqlio's protocol, built for the running kernel. UserError (one
+    line) otherwise."""
+    release = release or platform.release()
+    given = Path(path)
+    manifest: dict | None = None
+    if given.is_dir():
+        manifest = _read_manifest(given / MANIFEST, path)
+        entry = manifest["modules"].get(mode)
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            built = ", ".join(sorted(manifest["modules"])) or "nothing"
+            raise UserError(f"--stap-module {path}: no module for {mode} in it (built: {built}); run stap-build again")
+        module = given / Path(entry["file"]).name
+    elif given.exists():
+        module = given
+        beside = given.parent / MANIFEST
+        if beside.is_file():
+            candidate = _read_manifest(beside, path)
+            for m, entry in candidate["modules"].items():
+                if isinstance(entry, dict) and entry.get("file") == given.name:
+                    if m != mode:
+                        raise UserError(
+                            f"--stap-module {path}: this is the {m} module, {mode} needs {MODULE_NAMES[mode]}.ko"
+                        )
+                    manifest = candidate
+    else:
+        raise UserError(f"--stap-module {path}: no such file or directory")
+    if not module.is_file():
+        raise UserError(f"--stap-module {path}: {module.name} is missing")
+    try:
+        built_for = module_release(module)
+    except OSError as exc:
+        raise UserError(f"--stap-module {path}: cannot read {module.name}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UserError(f"--stap-module {path}: {module.name} is not a usable kernel module: {exc}") from None
+    if manifest is not None:
+        entry = manifest["modules"][mode]
+        if entry.get("sha256") != _sha256_file(module):
+            raise UserError(
+                f"--stap-module {path}: {module.name} is corrupt (its checksum differs from the manifest's); copy it again"
+            )
+        if manifest.get("protocol_version") != proto.PROTOCOL_VERSION:
+            raise UserError(
+                f"--stap-module {path}: built by mysqlio {manifest.get('mysqlio_version')} (protocol "
+                f"{manifest.get('protocol_version')}), this mysqlio speaks protocol {proto.PROTOCOL_VERSION}: "
+                "build it again with this mysqlio's stap-build"
+            )
+    if built_for != release:
+        raise UserError(
+            f"--stap-module {path}: built for kernel {built_for}, this machine runs {release}: "
+            f"build it with 'mysqlio stap-build --kernel {release} -o DIR' on a host with that kernel's headers"
+        )
+    return Prebuilt(module, mode, built_for, manifest)
+
+
+# modules given with --stap-module, by mode (set by select_backend, used by open_probe)
+_prebuilt: dict[str, Prebuilt] = {}
+
+
 # ---- can it run here ----
 
 
-def stap_problem(release: str | None = None) -> str | None:
-    """Why the SystemTap backend cannot run on this machine (one line), or None."""
+def stap_problem(release: str | None = None, prebuilt: bool = False) -> str | None:
+    """Why the SystemTap backend cannot run on this machine (one line), or None. prebuilt: a
+    module built elsewhere (--stap-module) runs with staprun alone: no stap, no headers."""
     release = release or platform.release()
     machine = platform.machine()
     if machine != "x86_64":
         return f"the SystemTap scripts support x86_64 only, this machine is {machine}"
-    if shutil.which("stap") is None:
+    if not prebuilt and shutil.which("stap") is None:
         return (
             "the SystemTap backend needs stap, which is not installed "
             f"(RHEL/CentOS: yum install systemtap kernel-devel-{release}; "
-            f"Debian/Ubuntu: apt-get install systemtap linux-headers-{release})"
+            f"Debian/Ubuntu: apt-get install systemtap linux-headers-{release}; "
+            "or run a module built elsewhere with 'mysqlio stap-build': --stap-module)"
         )
     if shutil.which("staprun") is None:
         return "the SystemTap backend needs staprun (package systemtap-runtime), which is not installed"
@@ -281,10 +535,11 @@ def stap_problem(release: str | None = None) -> str | None:
         disabled = False
     if disabled:
         return "this kernel refuses new modules (kernel.modules_disabled=1); SystemTap needs to load one"
-    if not os.path.isdir(f"/lib/modules/{release}/build"):
+    if not prebuilt and not os.path.isdir(f"/lib/modules/{release}/build"):
         return (
             f"SystemTap needs the headers of the running kernel {release} (/lib/modules/{release}/build "
-            f"is missing): install kernel-devel-{release} (RHEL/CentOS) or linux-headers-{release} (Debian/Ubuntu)"
+            f"is missing): install kernel-devel-{release} (RHEL/CentOS) or linux-headers-{release} (Debian/Ubuntu), "
+            "or build the module on another host with 'mysqlio stap-build' and pass it with --stap-module"
         )
     if os.geteuid() != 0:
         return "the SystemTap backend needs root (it loads a kernel module): run with sudo"
@@ -305,8 +560,21 @@ def bpf_problem() -> str | None:
     return None
 
 
-def select_backend(requested: str) -> str:
-    """The backend for --backend bpf|stap|auto ("bpf" or "stap"), checked; auto prefers eBPF."""
+def select_backend(requested: str, prebuilt: str | None = None, mode: str = "top") -> str:
+    """The backend for --backend bpf|stap|auto ("bpf" or "stap"), checked; auto prefers eBPF.
+    prebuilt (--stap-module DIR_OR_KO): the stap backend with that module for `mode`, run by
+    staprun alone."""
+    if prebuilt is not None:
+        if requested == "bpf":
+            raise UserError("--stap-module runs a SystemTap module: use it with --backend stap (or auto)")
+        if requested not in ("stap", "auto"):
+            raise UserError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
+        module = prebuilt_module(prebuilt, mode)
+        problem = stap_problem(prebuilt=True)
+        if problem:
+            raise UserError(problem)
+        _prebuilt[mode] = module
+        return "stap"
     if requested == "bpf":
         preflight.check_bpf_environment()
         return "bpf"
@@ -440,14 +708,16 @@ _END = object()
 class StapProcess:
     """staprun running a module: its lines parsed on a thread, its stderr kept for errors."""
 
-    def __init__(self, cmd: list[str], stop: threading.Event | None = None) -> None:
+    def __init__(self, cmd: list[str], stop: threading.Event | None = None, mode: str = "top") -> None:
         self.cmd = cmd
+        self.mode = mode
         self._stop = stop
         self._queue: queue.Queue[object] = queue.Queue()
         self._log: deque[str] = deque(maxlen=_LOG_LINES)
         self.skipped_probes = 0
         self.transport_failures = 0
-        self.flush_path: str | None = None
+        self.procfs_dir: str | None = None  # /proc/systemtap/MODULE, once the module said hello
+        self._parity = 0  # top: the aggregate the next flip retires
         try:
             self._proc = subprocess.Popen(
                 cmd,
@@ -503,12 +773,23 @@ class StapProcess:
         return StapError(f"{what}: {_telling(self._log)}", self.log)
 
     def request_mark(self) -> None:
-        if self.flush_path is None:
+        """top: `flip` (requests go to the other aggregate), then the flush of the retired one
+        (flush0, flush1 in turn); record: `flush` (a mark)."""
+        if self.procfs_dir is None:
             return
-        deadline = time.monotonic() + 2.0  # the procfs file appears as the module finishes loading
+        if self.mode == "top":
+            self._write_procfs("flip")
+            self._write_procfs(f"flush{self._parity}")
+            self._parity ^= 1
+        else:
+            self._write_procfs("flush")
+
+    def _write_procfs(self, name: str) -> None:
+        path = f"{self.procfs_dir}/{name}"
+        deadline = time.monotonic() + 2.0  # the procfs files appear as the module finishes loading
         while True:
             try:
-                with open(self.flush_path, "w") as f:
+                with open(path, "w") as f:
                     f.write("1\n")
                 return
             except FileNotFoundError:
@@ -613,13 +894,16 @@ class StapProbe:
                 f"mysqlio expects {proto.PROTOCOL_VERSION} for {mode}: scripts and mysqlio differ"
             )
         self.hello = first
+        self.uses_io_uring = False  # the process uses io_uring (told once)
+        self.io_uring_calls = 0  # io_uring_setup / io_uring_enter calls the script counted
 
     @classmethod
     def start(cls, pid: int, mode: str, quiet: bool = False, stop: threading.Event | None = None) -> StapProbe:
         """Compile the script (first run on a kernel only) and load it for one process.
         `stop` set meanwhile (a signal) abandons the start."""
-        module = compile_module(mode, stop, quiet)
-        process = StapProcess(staprun_command(module, pid, mode), stop)
+        prebuilt = _prebuilt.get(mode)
+        module = prebuilt.module if prebuilt is not None else compile_module(mode, stop, quiet)
+        process = StapProcess(staprun_command(module, pid, mode), stop, mode)
         try:
             probe = cls(process, pid, mode, startup_timeout_s=LOAD_TIMEOUT_S)
         except queue.Empty:
@@ -631,8 +915,34 @@ class StapProbe:
             process.close()
             raise
         procfs = os.environ.get("MYSQLIO_STAP_PROCFS", "/proc/systemtap")  # tests point it elsewhere
-        process.flush_path = f"{procfs}/{probe.hello.module}/flush"
+        process.procfs_dir = f"{procfs}/{probe.hello.module}"
+        probe.check_io_uring(always_tell=True)
         return probe
+
+    def check_io_uring(self, always_tell: bool = False) -> bool:
+        """Tell once, on stderr, that the process uses io_uring, whose requests the scripts cannot
+        see: an io_uring instance among its fds at start, or io_uring calls the script counted
+        (told later only when stderr is not the terminal of top's screen)."""
+        if self.uses_io_uring:
+            return True
+        rings = 0
+        if always_tell and isinstance(self._source, StapProcess):
+            rings = io_uring_instances(self.pid)
+        if not rings and not self.io_uring_calls:
+            return False
+        self.uses_io_uring = True
+        if always_tell or not sys.stderr.isatty():
+            seen = (
+                f"holds {rings} io_uring instance{'s' if rings > 1 else ''}"
+                if rings
+                else f"made {self.io_uring_calls} io_uring call{'s' if self.io_uring_calls > 1 else ''}"
+            )
+            print(
+                f"mysqlio: pid {self.pid} {seen}: the SystemTap backend does not see io_uring requests, "
+                "which are missing from these counts (the eBPF backend traces them)",
+                file=sys.stderr,
+            )
+        return True
 
     # -- reading --
 
@@ -646,6 +956,7 @@ class StapProbe:
         elif isinstance(record, proto.Mark):
             self._last_mark = record.seq
             self._drops.update(record.drops)
+            self.io_uring_calls = record.io_uring_calls
         else:
             raise StapError(f"unexpected record {record!r} from the SystemTap script")
 
@@ -673,9 +984,13 @@ class StapProbe:
             self._take(record)
 
     def _collect_exit_counts(self) -> None:
+        """stap's exit message: its counters at the very end (the marks have them up to the last one)."""
         if isinstance(self._source, StapProcess):
-            self._drops["skipped_probes"] = self._source.skipped_probes
-            self._drops["transport_failures"] = self._source.transport_failures
+            for key, value in (
+                ("skipped_probes", self._source.skipped_probes),
+                ("transport_failures", self._source.transport_failures),
+            ):
+                self._drops[key] = max(self._drops[key], value)
 
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain (top); record: the loss counters only."""
@@ -683,6 +998,7 @@ class StapProbe:
         if not self.ended:
             self._source.request_mark()
         self._pump(until_mark=True, timeout_s=ANSWER_TIMEOUT_S)
+        self.check_io_uring()
         rows, self._rows = self._rows, []
         return [_op_count(r) for r in rows]
 
@@ -741,6 +1057,20 @@ class StapProbe:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def io_uring_instances(pid: int) -> int:
+    """How many io_uring instances the process holds open (fds to anon_inode:[io_uring])."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    rings = 0
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[io_uring]":
+                rings += 1
+    return rings
 
 
 def _op_count(row: proto.Row) -> OpCount:

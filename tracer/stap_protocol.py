@@ -12,8 +12,9 @@ cannot drift apart.
     N dev ino nlink complete path                  a regular file or block device the process opened
     A dev ino tid op api bytes ops errors          top: one (file, thread, op, api) of the interval
     E time_ns latency_ns tid op api dev ino offset result     record: one request
-    I seq time_ns read_faults iocbs_truncated rows_full pending_full unmatched
-                                                   end of an interval; cumulative loss counters
+    I seq time_ns read_faults iocbs_truncated rows_full pending_full unmatched skipped_probes transport_failures
+      io_uring_calls                               end of an interval; cumulative loss counters, then
+                                                   the io_uring system calls seen (not traced: a note)
 
 `dev` is the kernel's dev_t (major << 20 | minor), as in the eBPF maps. `op`
 and `api` are the codes of mysqlio.bpf_types.Op and Api. A name's `path` is
@@ -22,13 +23,18 @@ root first, joined by "/" ("-" for none); `complete` is 0 when components at
 the root end are missing (too deep, or too long for one stap string). The
 times are CLOCK_REALTIME nanoseconds (gettimeofday_ns(): it exists in every
 SystemTap release, ktime_get_ns() not on RHEL 7 kernels).
+
+The last two counters of a mark are SystemTap's own: probe hits it skipped (a
+lock not had within MAXTRYLOCK, too little stack, ...) and lines its transport
+could not take. stap itself tells them only when it exits; in the marks every
+interval shows its losses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: the marks carry skipped_probes, transport_failures, io_uring_calls
 
 
 class ProtocolError(ValueError):
@@ -53,7 +59,21 @@ HELLO = RecordType("H", ("version", "mode", "pid", "module"), text_fields=("mode
 NAME = RecordType("N", ("dev", "ino", "nlink", "complete", "path"), text_fields=("path",))
 ROW = RecordType("A", ("dev", "ino", "tid", "op", "api", "bytes", "ops", "errors"))
 EVENT = RecordType("E", ("time_ns", "latency_ns", "tid", "op", "api", "dev", "ino", "offset", "result"))
-MARK = RecordType("I", ("seq", "time_ns", "read_faults", "iocbs_truncated", "rows_full", "pending_full", "unmatched"))
+MARK = RecordType(
+    "I",
+    (
+        "seq",
+        "time_ns",
+        "read_faults",
+        "iocbs_truncated",
+        "rows_full",
+        "pending_full",
+        "unmatched",
+        "skipped_probes",
+        "transport_failures",
+        "io_uring_calls",
+    ),
+)
 RECORD_TYPES: dict[str, RecordType] = {r.tag: r for r in (HELLO, NAME, ROW, EVENT, MARK)}
 
 # which script prints which records
@@ -63,7 +83,7 @@ SCRIPT_RECORDS: dict[str, tuple[str, ...]] = {
 }
 
 # the counters of a mark, in order: what the scripts could not account
-DROP_FIELDS = MARK.fields[2:]
+DROP_FIELDS = MARK.fields[2:-1]
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,7 @@ class Mark:
     seq: int
     time_ns: int
     drops: dict[str, int]
+    io_uring_calls: int = 0  # io_uring_setup / io_uring_enter calls so far: requests the scripts cannot see
 
 
 Record = Hello | Name | Row | Event | Mark
@@ -152,7 +173,7 @@ def parse_line(line: str) -> Record:
     if rtype is EVENT:
         return Event(*ints)
     if rtype is MARK:
-        return Mark(ints[0], ints[1], dict(zip(DROP_FIELDS, ints[2:], strict=True)))
+        return Mark(ints[0], ints[1], dict(zip(DROP_FIELDS, ints[2:-1], strict=True)), ints[-1])
     if rtype is NAME:
         return Name(ints[0], ints[1], ints[2], bool(ints[3]), decode_path(values[4]))
     return Hello(ints[0], values[1], ints[2], values[3])
@@ -173,6 +194,6 @@ def format_record(record: Record) -> str:
         values = [getattr(record, f) for f in EVENT.fields]
         rtype = EVENT
     else:
-        values = [record.seq, record.time_ns, *(record.drops.get(f, 0) for f in DROP_FIELDS)]
+        values = [record.seq, record.time_ns, *(record.drops.get(f, 0) for f in DROP_FIELDS), record.io_uring_calls]
         rtype = MARK
     return " ".join([rtype.tag, *(str(v) for v in values)]) + "\n"

@@ -1,0 +1,363 @@
+"""The SystemTap backend live, in guests on Debian's stock kernels (virtme-ng, emulated).
+
+For each kernel ("6.1": Debian 12, "5.10": Debian 11), as production does it:
+
+1. on this host, `mysqlio stap-build --kernel RELEASE` compiles the modules against that
+   kernel's headers (tools/kernels.py fetches them); the result is kept under
+   /var/cache/mysqlio/stap/RELEASE-DIGEST (DIGEST: the scripts, defines and stap version), so a
+   later run compiles nothing;
+2. a guest boots that kernel (tools/guest.py) and runs this file's guest side: one iogen
+   process doing every default scenario, io_uring included, then 2,000 x 4 KiB writes to one
+   file at 1,000 a second (rate.dat: about seven 0.3 s intervals), traced by
+   `mysqlio top --backend stap --stap-module DIR` (staprun only: nothing is compiled there);
+3. here, every file's counters over all intervals are compared with iogen's own (its JSON
+   ground truth, as tests/test_exact_iogen.py does for eBPF).
+
+The verdict per scenario ("exact", "differs: ...", io_uring: "not traced (io_uring)") is
+written to build/matrix/stap-ALIAS.json for tools/compat_table.py, with the timings.
+
+Like every test marked bpf, these fail, never skip, when they cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_json_line, start_iogen, start_top  # noqa: E402
+
+pytestmark = pytest.mark.bpf
+
+KERNELS = ("6.1", "5.10")
+STAP_CACHE = Path(os.environ.get("MYSQLIO_STAP_CACHE", "/var/cache/mysqlio/stap"))
+MATRIX = REPO / "build" / "matrix"
+INTERVAL_S = 0.3
+NOT_TRACED = {"uring": "not traced (io_uring)"}  # docs/systemtap.md: no tracepoint shows its files
+# the regression of the first live run: writes of one file over interval boundaries
+BOUNDARY = ("--scenario", "rate", "--rate", "1000", "--seconds", "2", "--size", "4096")
+BOUNDARY_WRITES = 2000
+GUEST_TIMEOUT_S = 900.0
+LOAD_TIMEOUT_S = 600.0  # top's first interval: staprun loads the module (slow under emulation)
+
+
+@functools.cache
+def iogen_files_of(scenario: str) -> list[str]:
+    """The names of the files a scenario writes: iogen run here, untraced (milliseconds)."""
+    if scenario == "rate":
+        return ["rate.dat"]
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run(
+            [str(REPO / "tools" / "iogen"), "--dir", d, "--scenario", scenario],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    return [Path(f["path"]).name for f in json.loads(out.splitlines()[-1])["files"]]
+
+
+# ---- the guest side: python3 tests/test_stap_live.py guest --modules DIR --out FILE ----
+
+
+def guest_main(argv: list[str]) -> int:
+    """In the guest: iogen under `mysqlio top --backend stap --stap-module`; everything both
+    printed goes to --out as JSON, judged by the host."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--modules", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dir", required=True, help="where iogen writes")
+    args, iogen_args = ap.parse_known_args(argv)  # the rest: iogen's
+    result: dict[str, Any] = {"release": os.uname().release, "timings": {}}
+    t = result["timings"]
+    os.makedirs(args.dir, exist_ok=True)
+    gen = start_iogen(str(REPO / "tools" / "iogen"), args.dir, iogen_args)
+    top = None
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        start = time.monotonic()
+        top = start_top(gen.pid, INTERVAL_S, ["--backend", "stap", "--stap-module", args.modules])
+        assert top.stdout is not None
+        first = read_json_line(top.stdout, LOAD_TIMEOUT_S, "mysqlio top")
+        t["load_s"] = round(time.monotonic() - start, 1)
+        start = time.monotonic()
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        result["expected"] = read_json_line(gen.stdout, 600, "iogen run")
+        t["workload_s"] = round(time.monotonic() - start, 1)
+        time.sleep(INTERVAL_S)
+        start = time.monotonic()
+        top.send_signal(2)
+        out, err = top.communicate(timeout=300)
+        t["stop_s"] = round(time.monotonic() - start, 1)
+        result["top_exit"] = top.returncode
+        result["top_stderr"] = err
+        result["intervals"] = [first, *(json.loads(line) for line in out.splitlines() if line.strip())]
+    except BaseException as exc:  # whatever happened goes to the host
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        if top is not None:
+            top.kill()
+            _, err = top.communicate()
+            result["top_stderr"] = err
+    finally:
+        if gen.poll() is None:
+            if gen.stdin:
+                gen.stdin.close()
+            gen.wait(timeout=30)
+    Path(args.out).write_text(json.dumps(result))
+    return 0
+
+
+# ---- the host side ----
+
+
+def kernel_of(alias: str):  # -> kernels.Kernel
+    sys.path.insert(0, str(REPO / "tools"))
+    from kernels import ensure_kernel
+
+    return ensure_kernel(alias, headers=True)
+
+
+def kbuild_ready(kernel) -> None:  # kernel: kernels.Kernel
+    """Debian's linux-headers-REL Makefile includes /usr/src/linux-headers-REL-common by its
+    absolute path; tools/kernels.py unpacks that tree elsewhere and links only
+    /lib/modules/REL/{build,source}. Link the one path kbuild reads, if missing."""
+    makefile = Path(f"/lib/modules/{kernel.release}/build/Makefile")
+    assert makefile.is_file(), f"no headers for {kernel.release}: {makefile} is missing"
+    for included in re.findall(r"^include (/\S+)", makefile.read_text(), re.M):
+        tree = Path(included).parent
+        if not tree.exists() and kernel.headers_common is not None and tree.name == kernel.headers_common.name:
+            tree.symlink_to(kernel.headers_common)
+
+
+def cached_modules(release: str) -> tuple[Path, float | None]:
+    """stap-build's directory for the release (built now if not cached): (dir, compile seconds,
+    None when it came from the cache)."""
+    from mysqlio import stap
+
+    target = STAP_CACHE / f"{release}-{stap.scripts_digest()[:16]}"
+    manifest = target / stap.MANIFEST
+    if manifest.is_file():
+        for mode in stap.MODES:
+            stap.prebuilt_module(str(target), mode, release=release)  # whole and of this protocol
+        return target, None
+    STAP_CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{release}-", dir=STAP_CACHE))
+    start = time.monotonic()
+    # stap's own cache (header probes, tracepoint queries) beside ours: stap caches a failed
+    # query as an empty result, which a shared ~/.systemtap would keep after the headers are fixed
+    env = {**os.environ, "SYSTEMTAP_DIR": str(STAP_CACHE / "systemtap")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "stap-build", "--kernel", release, "-o", str(staging)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
+        env=env,
+    )
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, f"stap-build for {release} failed:\n{proc.stderr[-3000:]}"
+    with contextlib.suppress(OSError):  # OSError: another run made it first
+        staging.rename(target)
+    return target, seconds
+
+
+@dataclass
+class LiveRun:
+    alias: str
+    release: str
+    guest: dict[str, Any]
+    totals: FileTotals
+    verdicts: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float | None] = field(default_factory=dict)
+    matrix_file: Path | None = None
+
+
+def differences(got: dict[str, int] | None, want: dict[str, Any]) -> list[str]:
+    if got is None:
+        return ["not seen"]
+    return [f"{c} {got[c]} != {want[c]}" for c in COUNTERS if got[c] != want[c]]
+
+
+def judge(alias: str, release: str, guest: dict[str, Any], directory: str) -> LiveRun:
+    totals = FileTotals()
+    for obj in guest.get("intervals", []):
+        totals.add(obj)
+    run = LiveRun(alias, release, guest, totals)
+    if "error" in guest or "expected" not in guest:
+        run.verdicts = dict.fromkeys(IOGEN_SCENARIOS, f"not run: {guest.get('error', 'no result')}")
+        return run
+    traced = {Path(p).name: c for p, c in totals.under(directory).items()}
+    expected = {Path(f["path"]).name: f for f in guest["expected"]["files"]}
+    for scenario in (*IOGEN_SCENARIOS, "rate"):
+        problems = []
+        for name in iogen_files_of(scenario):
+            if scenario in NOT_TRACED:
+                if name in traced:
+                    problems.append(f"{name} seen")
+                continue
+            problems += [f"{name}: {d}" for d in differences(traced.get(name), expected[name])]
+        if problems:
+            run.verdicts[scenario] = "differs: " + "; ".join(problems)
+        else:
+            run.verdicts[scenario] = NOT_TRACED.get(scenario, "exact")
+    known = {n for s in (*IOGEN_SCENARIOS, "rate") for n in iogen_files_of(s)}
+    extra = sorted(set(traced) - known)
+    if extra:
+        run.verdicts["other files"] = "differs: traced but not written: " + ", ".join(extra)
+    return run
+
+
+_runs: dict[str, LiveRun] = {}
+
+
+def live_run(alias: str, tmp_root: Path) -> LiveRun:
+    """Build (or take from the cache), boot, trace, judge: once per kernel per session."""
+    if alias in _runs:
+        return _runs[alias]
+    sys.path.insert(0, str(REPO / "tools"))
+    from guest import run_in_guest
+
+    start = time.monotonic()
+    kernel = kernel_of(alias)
+    fetch_s = time.monotonic() - start
+    kbuild_ready(kernel)
+    modules, compile_s = cached_modules(kernel.release)
+    share = tmp_root / f"guest-{alias}"
+    share.mkdir(parents=True, exist_ok=True)
+    directory = share / "io"
+    out = share / "result.json"
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "guest",
+        "--modules",
+        str(modules),
+        "--out",
+        str(out),
+        "--dir",
+        str(directory),
+        *IOGEN_SCENARIOS_ARGS,
+    ]
+    res = run_in_guest(kernel, cmd, timeout_s=GUEST_TIMEOUT_S, rwdirs=[share], cwd=REPO)
+    guest = (
+        json.loads(out.read_text())
+        if out.is_file()
+        else {"error": f"guest exit {res.returncode}: {res.output[-3000:]}"}
+    )
+    guest["guest_output"] = res.output[-3000:]
+    run = judge(alias, kernel.release, guest, str(directory))
+    run.timings = {
+        "kernel_fetch_s": round(fetch_s, 1),
+        "compile_s": None if compile_s is None else round(compile_s, 1),
+        "module_cache": "hit" if compile_s is None else "miss",
+        "guest_s": round(res.seconds, 1),
+        **guest.get("timings", {}),
+    }
+    run.matrix_file = write_matrix(run)
+    _runs[alias] = run
+    return run
+
+
+IOGEN_SCENARIOS_ARGS = [a for s in IOGEN_SCENARIOS for a in ("--scenario", s)] + list(BOUNDARY)
+
+
+def write_matrix(run: LiveRun) -> Path:
+    """build/matrix/stap-ALIAS.json (this run), and its verdicts as the "stap" key of the kernel
+    matrix's own result for that release (tests/test_kernel_matrix.py writes it; the shape of
+    tools/matrix_guest.py's modes), which tools/compat_table.py turns into the SystemTap column.
+    io_uring is left out of those cells: the stap backend does not trace it, by design."""
+    MATRIX.mkdir(parents=True, exist_ok=True)
+    path = MATRIX / f"stap-{run.alias}.json"
+    stderr = run.guest.get("top_stderr", "")
+    obj = {
+        "kernel": run.alias,
+        "release": run.release,
+        "backend": "stap",
+        "stap": run.verdicts,
+        "lost_events": run.totals.lost_events,
+        "intervals": run.totals.intervals,
+        "io_uring_note": "does not see io_uring" in stderr,
+        "timings": run.timings,
+        "error": run.guest.get("error"),
+    }
+    path.write_text(json.dumps(obj, indent=1) + "\n")
+    matrix = MATRIX / f"{run.release}.json"
+    if matrix.is_file():
+        try:
+            result = json.loads(matrix.read_text())
+        except ValueError:
+            return path
+        error = run.guest.get("error")
+        result["stap"] = {
+            "top": {
+                "status": "error" if error else "ran",
+                "error": error,
+                "load_seconds": run.timings.get("load_s"),
+                "lost_events": run.totals.lost_events,
+                "cells": {s: v for s, v in run.verdicts.items() if s not in NOT_TRACED},
+                "not_traced": {s: run.verdicts.get(s) for s in NOT_TRACED},
+                "via": "mysqlio stap-build on the host, top --stap-module (staprun only) in the guest",
+            }
+        }
+        matrix.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> LiveRun:
+    if os.geteuid() != 0:
+        pytest.fail("the live SystemTap tests need root (kernel headers, guests)")
+    if not os.access(REPO / "tools" / "iogen", os.X_OK):
+        pytest.fail("tools/iogen is not built (make setup)")
+    return live_run(request.param, tmp_path_factory.mktemp("stap-live"))
+
+
+def test_guest_ran_the_prebuilt_module(live: LiveRun) -> None:
+    assert "error" not in live.guest, live.guest.get("error", "") + "\n" + live.guest.get("guest_output", "")
+    assert live.guest["release"] == live.release
+    assert live.guest["top_exit"] == 0, live.guest.get("top_stderr")
+    assert "compiling" not in live.guest["top_stderr"]  # staprun only
+
+
+def test_every_traced_scenario_is_exact(live: LiveRun) -> None:
+    wrong = {s: v for s, v in live.verdicts.items() if v not in ("exact", *NOT_TRACED.values())}
+    assert not wrong, f"{live.release}: {wrong}"
+    assert live.totals.lost_events == 0
+
+
+def test_writes_over_interval_boundaries_are_exact(live: LiveRun) -> None:
+    """2,000 x 4 KiB to one file at 1,000/s, over about seven intervals: every write counted,
+    none lost (the first live run counted 998 of 1,000 and said nothing)."""
+    assert live.verdicts["rate"] == "exact", live.verdicts["rate"]
+    seen = [
+        f["write_ops"] for obj in live.guest["intervals"] for f in obj["files"] if Path(f["path"]).name == "rate.dat"
+    ]
+    assert sum(seen) == BOUNDARY_WRITES and len([n for n in seen if n]) >= 3, seen
+
+
+def test_io_uring_is_not_traced_and_top_says_so(live: LiveRun) -> None:
+    assert live.verdicts["uring"] == NOT_TRACED["uring"]
+    stderr = live.guest["top_stderr"]
+    assert "does not see io_uring requests" in stderr, stderr
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["guest"]:
+        raise SystemExit("usage: test_stap_live.py guest --modules DIR --out FILE --dir DIR [IOGEN ARGS]")
+    sys.exit(guest_main(sys.argv[2:]))

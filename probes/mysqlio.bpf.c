@@ -1099,6 +1099,7 @@ int handle_uring_submit(__u64 *ctx)
 {
 	struct io_kiocb *req = uring_req_arg(ctx, targ_uring_submit_req_arg);
 	struct pending_io pending = {};
+	struct file_id id = {};
 	struct file_ref file;
 	__u64 key = (__u64)req;
 	int op;
@@ -1113,11 +1114,16 @@ int handle_uring_submit(__u64 *ctx)
 	pending.tid = current_tid();
 	pending.op = op;
 	if (targ_uring_by_user_data) {
-		/* the completion will not show the request: its file is taken now */
+		/* the completion will not show the request: its file is taken
+		 * now, and its path walked now (the file may be closed before
+		 * userspace looks at the process's fds) */
 		if (!uring_file_ref(req, &file))
 			return 0;
 		pending.dev = file.dev;
 		pending.ino = file.ino;
+		id.ino = file.ino;
+		id.dev = file.dev;
+		remember_name(file.file, &id, SCRATCH_URING);
 		key = uring_user_key((__u64)BPF_CORE_READ(req, ctx), uring_user_data(req));
 	}
 	if (bpf_map_update_elem(&uring_pending, &key, &pending, BPF_ANY))

@@ -187,8 +187,8 @@ def test_hot_paths_lock_nothing_before_their_filters(build: Build, compiled: dic
         assert len(sites) == 1 and sites[0].startswith("    if"), sites
         lock = body.index("stp_lock_probe(")
         assert body.index("function___global_target") < lock
-        if "mio_parity" in body:  # top: each aggregate's handler, in its epoch only
-            assert body.index("mio_parity") < lock
+        if "mio_hit_parity" in body:  # top: each aggregate's handler, in its epoch only
+            assert body.index("mio_hit_parity") < lock
         if "mio_is_storage" in body and "mio_iocb" not in body:
             assert body.rindex("mio_is_storage") < lock
             checked += 1
@@ -220,6 +220,19 @@ def test_stap_build_without_headers_is_one_line(tmp_path: Path) -> None:
         check=False,
     )
     assert_one_line_error(proc, "no headers for kernel 1.2.3-none", "/lib/modules/1.2.3-none/build")
+    assert not (tmp_path / "m").exists()
+
+
+def test_stap_build_names_a_missing_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Debian 11's headers name gcc-10, which Debian 12 has not: one line, and --cc overrides it."""
+    release = headers_release()
+    assert stapmod.headers_compiler(release) in (None, *(f"gcc-{n}" for n in range(4, 20)))
+    monkeypatch.setattr(stapmod, "headers_compiler", lambda release: "gcc-99")
+    with pytest.raises(UserError, match="build modules with gcc-99, which is not installed here") as info:
+        stapmod.build_modules(release, tmp_path / "m")
+    assert "--cc" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(UserError, match="--cc cc-none: no such compiler"):
+        stapmod.build_modules(release, tmp_path / "m", cc="cc-none")
     assert not (tmp_path / "m").exists()
 
 

@@ -235,6 +235,11 @@ def _add_stap_build_parser(sub: argparse._SubParsersAction) -> None:  # type: ig
     )
     build.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the modules into")
     build.add_argument("--mode", choices=("all", "top", "record"), default="all", help="which module (default: both)")
+    build.add_argument(
+        "--cc",
+        metavar="COMPILER",
+        help="the C compiler for kbuild (default: the one the headers name, e.g. gcc-10 for Debian 11's kernels)",
+    )
 
 
 def _cmd_stap_build(args: argparse.Namespace) -> int:
@@ -248,7 +253,11 @@ def _cmd_stap_build(args: argparse.Namespace) -> int:
     modes = stap.MODES if args.mode == "all" else (args.mode,)
     start = time.monotonic()
     manifest = stap.build_modules(
-        release, Path(args.output), modes, progress=lambda what: print(f"mysqlio: {what}", file=sys.stderr)
+        release,
+        Path(args.output),
+        modes,
+        progress=lambda what: print(f"mysqlio: {what}", file=sys.stderr),
+        cc=args.cc,
     )
     for mode, entry in manifest["modules"].items():
         print(f"{Path(args.output) / entry['file']}  {mode}  kernel {release}  ({entry['compile_s']:.0f} s)")

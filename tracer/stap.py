@@ -62,7 +62,8 @@ STAP_DEFINES = ("MAXACTION=100000", "MAXSKIPPED=1000000", "MAXTRYLOCK=5000")
 RECORD_BUFFER_MB = 64  # staprun -b: kernel-to-user buffer of the record script
 COMPILE_TIMEOUT_S = 900.0  # the first compile on a kernel: a minute or two on a small machine
 LOAD_TIMEOUT_S = 120.0  # staprun: load the module, register the probes
-ANSWER_TIMEOUT_S = 10.0  # from a flush request to its mark
+ANSWER_TIMEOUT_S = 30.0  # from a flush request to its mark
+ANSWER_RETRY_S = 3.0  # no mark yet: ask again (a flush stap skipped prints nothing)
 MOUNTS_REFRESH_S = 1.0
 DROP_KEYS = proto.DROP_FIELDS  # the marks' counters; stap's own two also come from its exit message
 _PR_SET_PDEATHSIG = 1
@@ -166,6 +167,7 @@ def compile_command(
     runtime: Path | None = None,
     module: str | None = None,
     last_pass: int = 4,
+    kbuild: Iterable[str] = (),
 ) -> list[str]:
     """stap translating and compiling a script (-p4): it prints the module's path (in its
     cache: once compiled, later runs return at once). The live backend and the compile
@@ -177,6 +179,8 @@ def compile_command(
         cmd += ["-r", release]
     if module is not None:
         cmd += ["-m", module]
+    for setting in kbuild:  # NAME=VALUE for kbuild's make, e.g. CC=gcc-12
+        cmd += ["-B", setting]
     cmd += [f"-D{d}" for d in STAP_DEFINES]
     cmd.append(str(script_path(mode)))
     return cmd
@@ -275,6 +279,17 @@ MANIFEST_FORMAT = 1
 MODULE_NAMES = {"top": "mysqlio_top", "record": "mysqlio_record"}  # stap -m: also the .ko's name
 
 
+def headers_compiler(release: str) -> str | None:
+    """The compiler a Debian kernel's headers name for modules (gcc-10 for Debian 11's), from
+    their .kernelvariables; None when they do not say (other distributions: kbuild's gcc)."""
+    try:
+        text = Path(f"/lib/modules/{release}/build/.kernelvariables").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^CC\s*=.*?\b((?:gcc|clang)-\d+)\s*$", text, re.M)
+    return match.group(1) if match else None
+
+
 def scripts_digest() -> str:
     """What a compiled module depends on besides the kernel: the scripts, the tapset, the
     defines compiled in and stap's version (sha256, hex)."""
@@ -363,6 +378,7 @@ def build_modules(
     modes: Iterable[str] = MODES,
     stop: threading.Event | None = None,
     progress: Callable[[str], None] | None = None,
+    cc: str | None = None,
 ) -> dict:
     """`mysqlio stap-build`: compile the scripts for a kernel release (its headers in
     /lib/modules/RELEASE/build on this machine) into out_dir, as MODULE.ko files and a
@@ -379,6 +395,14 @@ def build_modules(
             f"no headers for kernel {release} here (/lib/modules/{release}/build is missing): install "
             f"linux-headers-{release} (Debian/Ubuntu) or kernel-devel-{release} (RHEL/CentOS) on this build host"
         )
+    wanted = headers_compiler(release)
+    if cc is None and wanted is not None and shutil.which(wanted) is None:
+        raise UserError(
+            f"the headers of kernel {release} build modules with {wanted}, which is not installed here: "
+            f"install it, or name another compiler with --cc (e.g. --cc gcc)"
+        )
+    if cc is not None and shutil.which(cc) is None:
+        raise UserError(f"--cc {cc}: no such compiler here")
     out_dir.mkdir(parents=True, exist_ok=True)
     runtime = compat_runtime(release)
     manifest: dict = {
@@ -390,13 +414,15 @@ def build_modules(
         "scripts_sha256": scripts_digest(),
         "built_on": platform.node(),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cc": cc or wanted or "gcc",
         "modules": {},
     }
     for mode in modes:
         start = time.monotonic()
         if progress is not None:
             progress(f"compiling {SCRIPTS[mode]} for kernel {release}")
-        cmd = compile_command(mode, release=release, runtime=runtime, module=MODULE_NAMES[mode])
+        kbuild = [f"CC={cc}"] if cc else []
+        cmd = compile_command(mode, release=release, runtime=runtime, module=MODULE_NAMES[mode], kbuild=kbuild)
         built = _run_compile(cmd, mode, stop, None)
         try:
             got = module_release(built)
@@ -667,7 +693,7 @@ class MountTable:
 
 
 class RecordSource(Protocol):
-    def request_mark(self) -> None: ...
+    def request_mark(self, again: bool = False) -> None: ...
 
     def get(self, timeout: float | None) -> proto.Record | None:
         """The next record; None at the end of the stream. Raises queue.Empty when
@@ -683,7 +709,7 @@ class ReplaySource:
     def __init__(self, lines: Iterable[str]) -> None:
         self._lines = iter(lines)
 
-    def request_mark(self) -> None:
+    def request_mark(self, again: bool = False) -> None:
         pass
 
     def get(self, timeout: float | None) -> proto.Record | None:
@@ -772,17 +798,19 @@ class StapProcess:
         """An error naming the most telling line stap printed."""
         return StapError(f"{what}: {_telling(self._log)}", self.log)
 
-    def request_mark(self) -> None:
+    def request_mark(self, again: bool = False) -> None:
         """top: `flip` (requests go to the other aggregate), then the flush of the retired one
-        (flush0, flush1 in turn); record: `flush` (a mark)."""
+        (flush0, flush1 in turn); again: that flush once more, no flip. record: `flush` (a mark)."""
         if self.procfs_dir is None:
             return
-        if self.mode == "top":
+        if self.mode != "top":
+            self._write_procfs("flush")
+        elif again:
+            self._write_procfs(f"flush{self._parity ^ 1}")
+        else:
             self._write_procfs("flip")
             self._write_procfs(f"flush{self._parity}")
             self._parity ^= 1
-        else:
-            self._write_procfs("flush")
 
     def _write_procfs(self, name: str) -> None:
         path = f"{self.procfs_dir}/{name}"
@@ -882,7 +910,6 @@ class StapProbe:
         self._rows: list[proto.Row] = []
         self._events: list[proto.Event] = []
         self._drops = dict.fromkeys(DROP_KEYS, 0)
-        self._marks_requested = 0
         self._last_mark = 0
         self.ended = False
         first = source.get(startup_timeout_s)
@@ -960,19 +987,26 @@ class StapProbe:
         else:
             raise StapError(f"unexpected record {record!r} from the SystemTap script")
 
-    def _pump(self, until_mark: bool, timeout_s: float) -> None:
-        """Take records: up to the requested mark, or (until_mark False) those already there."""
+    def _pump(self, until_mark: bool, timeout_s: float, after: int = 0) -> None:
+        """Take records: up to a mark newer than `after`, or (until_mark False) those already
+        there. Without a mark for ANSWER_RETRY_S the flush is asked for again: a flush stap
+        skipped answers nothing, and one that was only slow answers twice (the second mark then
+        ends the next interval early: late, not lost)."""
         deadline = time.monotonic() + timeout_s
+        retry = time.monotonic() + ANSWER_RETRY_S
         while not self.ended:
             try:
                 if not until_mark:
                     record = self._source.get(0)
-                elif self._last_mark >= self._marks_requested:
+                elif self._last_mark > after:
                     return
                 elif time.monotonic() >= deadline:
                     raise StapError(f"the SystemTap module did not answer within {timeout_s:.0f} s")
                 else:
-                    record = self._source.get(deadline - time.monotonic())
+                    if time.monotonic() >= retry:
+                        self._source.request_mark(again=True)
+                        retry = time.monotonic() + ANSWER_RETRY_S
+                    record = self._source.get(max(0.0, min(deadline, retry) - time.monotonic()))
             except queue.Empty:
                 if not until_mark:
                     return
@@ -994,10 +1028,10 @@ class StapProbe:
 
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain (top); record: the loss counters only."""
-        self._marks_requested += 1
+        after = self._last_mark
         if not self.ended:
             self._source.request_mark()
-        self._pump(until_mark=True, timeout_s=ANSWER_TIMEOUT_S)
+        self._pump(until_mark=True, timeout_s=ANSWER_TIMEOUT_S, after=after)
         self.check_io_uring()
         rows, self._rows = self._rows, []
         return [_op_count(r) for r in rows]

@@ -17,7 +17,8 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    the JSON, "skipped").
 3. Starts `mysqlio doctor --json` and the three tracers at once, each with its own probe, on
    ONE iogen run of all runnable scenarios (iogen --wait: it starts once all are attached):
-   `mysqlio top --json` (tests/traced.py's start_top / stop_top / FileTotals), `mysqlio
+   `mysqlio top --json` (tests/traced.py's start_top / FileTotals; stopped once two
+   intervals stamped after the workload are out, as the exporter is scraped), `mysqlio
    record` then `mysqlio report --json`, and `mysqlio exporter` scraped on a free
    127.0.0.1 port (tests/test_exporter.py's scrape_after / iogen_files / exported_files).
 4. Judges each (mode, scenario) cell against iogen's own JSON ground truth, file by file,
@@ -30,6 +31,7 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
 
 The JSON written to --out (schema 1; tools/compat_table.py reads it):
     {"schema": 1, "alias": "6.1", "where": "guest" | "host", "date": "<UTC>", "seconds": 312.5,
+     "source": {"commit": "<HEAD>", "uncommitted_changes": false}, "repo": "<the checkout>",
      "kernel": {"release", "proc_version", "btf", "btf_bytes", "tracefs_mounts",
                 "debugfs_mounts", "io_uring_disabled"},
      "scratch": {"fs": "ext4 (loop device)" | "tmpfs" | ..., "path", "note"?},
@@ -115,6 +117,19 @@ def _mounts(fstype: str) -> list[str]:
     except OSError:
         return []
     return [f.split()[1] for f in lines if len(f.split()) > 2 and f.split()[2] == fstype]
+
+
+def source_state() -> dict[str, Any]:
+    """Which mysqlio was measured: the commit, and whether probes/ or tracer/ differ from it."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head.returncode != 0:
+        return {"commit": None}
+    dirty = git("diff", "--quiet", "HEAD", "--", "probes", "tracer").returncode != 0
+    return {"commit": head.stdout.strip(), "uncommitted_changes": dirty}
 
 
 def kernel_facts() -> dict[str, Any]:
@@ -362,6 +377,14 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
     """Stop a tracer that ran and collect its per-file counts (in iogen's names) and losses."""
     try:
         if t.mode == "top":
+            # Two intervals stamped after the workload: the first may have drained just before
+            # it ended, the second cannot (a sample takes seconds under emulation, and a SIGINT
+            # arriving while one is being written ends top without another drain).
+            def after() -> int:
+                return sum(1 for line in list(t.out) if line.startswith("{") and json.loads(line)["time"] > done)
+
+            if not t.wait_for(lambda: after() >= 2, RUN_TIMEOUT_S):
+                t.extra["note"] = "fewer than 2 intervals after the workload before the timeout"
             rc = t.stop(signal.SIGINT)  # the last partial interval is printed
             if rc != 0:
                 t.fail("error", f"top exited {rc}")
@@ -477,6 +500,8 @@ def run_matrix(modes: Sequence[str], alias: str, where: str, scratch_kind: str) 
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "kernel": kernel_facts(),
         "startup_seconds": round(started, 1),
+        "repo": str(REPO),
+        "source": source_state(),
     }
     log(f"kernel {result['kernel']['release']}")
     root, result["scratch"] = scratch(scratch_kind)

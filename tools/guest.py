@@ -21,7 +21,16 @@ a private read-write directory, not from vng, whose exit status is not the comma
 the guest has no udev), `output` its stdout and stderr interleaved as written. When the
 guest never got to write a status (a boot failure, a kernel panic, the timeout), returncode
 is 124 on timeout, else 125, and `output` ends with the tail of vng's own console output.
-Emulation is 5–10× slower than the host; a boot to the command takes about 20 s.
+Emulation is 5–10× slower than the host; a boot to the command takes 20–60 s (more when the
+machine is busy), and each Python start in the guest a few seconds (the root is shared over 9p).
+
+Found in such guests (Debian's 5.10, 6.1, 6.12 and sid's 7.2): tracefs is mounted at
+/sys/kernel/tracing and debugfs at /sys/kernel/debug (so /sys/kernel/debug/tracing works too);
+/sys/kernel/btf/vmlinux is there; the guest's /tmp, /var, /srv... are overlays on the host's
+(a file on an overlay is named by other inodes in the kernel than stat(2) gives: write test
+files to an rwdir, a tmpfs or a loop-mounted ext4). vng starts udev in the guest only when
+the host has it installed (tools/install-deps.sh does not install it: its coldplug triples the
+boot); modprobe works (vng links /lib/modules/RELEASE to the unpacked modules).
 
 CLI exit status: the guest command's.
 """

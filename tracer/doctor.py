@@ -398,7 +398,8 @@ def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
                 "io_uring counts",
                 "warn",
                 "io_uring_complete names no request (before Linux 5.15): completions matched to their submission "
-                "by ring and user_data; a request in flight when tracing starts is not counted",
+                "by ring and user_data; not counted: a request in flight when tracing starts, and one refused "
+                "while being prepared (e.g. EBADF), which never reaches the submission tracepoint",
                 value="fallback",
             )
         )

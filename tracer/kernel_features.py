@@ -76,7 +76,9 @@ class KernelFeatures:
         if self.uring_complete_by_user_data:
             out.append(
                 "io_uring_complete names no request (before Linux 5.15): each completion is matched to its "
-                "submission by ring and user_data; a request already in flight when tracing starts is not counted"
+                "submission by ring and user_data; not counted: a request already in flight when tracing "
+                "starts, and one refused while being prepared (e.g. EBADF), which never reaches the "
+                "submission tracepoint"
             )
         elif self.uring_complete_req_arg is None:
             out.append(

@@ -732,7 +732,8 @@ def test_command_lines(fake_stap: Path) -> None:
     assert run[0] == str(fake_stap / "staprun") and run[-1] == "/m/x.ko"
     assert run[run.index("-x") + 1] == "123" and "-R" in run
     assert run[run.index("-b") + 1] == str(stapmod.RECORD_BUFFER_MB)
-    assert "-b" not in stapmod.staprun_command(Path("/m/x.ko"), 123, "top")
+    top = stapmod.staprun_command(Path("/m/x.ko"), 123, "top")
+    assert top[top.index("-b") + 1] == str(stapmod.TOP_BUFFER_MB)
 
 
 # ---- an unusable environment: one line ----

@@ -190,6 +190,8 @@ def contention_phase(modules: str, directory: str) -> dict[str, Any]:
         "intervals": len(intervals),
         "max_files_in_an_interval": max(len(obj["files"]) for obj in intervals),
         "lost_events": sum(obj["lost_events"] for obj in intervals),
+        "losses": [{k: v for k, v in obj["drops"].items() if v} for obj in intervals if obj["lost_events"]],
+        "wrong_counts": sorted({seen.get(f"f{i}.dat", 0) for i in range(SPREAD_FILES)} - {SPREAD_ROUNDS}),
         "hot": [seen.get("hot.dat", 0), HOT_WRITES],
         "spread_wrong": sorted(n for n in (f"f{i}.dat" for i in range(SPREAD_FILES)) if seen.get(n) != SPREAD_ROUNDS),
         "load_s": round(load_s, 1),

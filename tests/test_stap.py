@@ -161,10 +161,10 @@ def test_script_compiles_to_a_module(compiled: dict[str, Compiled], mode: str) -
 
 
 def test_compiles_take_minutes_not_more(compiled: dict[str, Compiled]) -> None:
-    """CI budget: both compiles (the first with cold caches) take about 100 s on 2 cores;
-    the bound leaves room for a loaded runner."""
+    """CI budget: both compiles (the first with cold caches) take about 100 s on 2 cores, and
+    290 s while emulated guests run beside them; the bound leaves room for that."""
     total = sum(c.seconds for c in compiled.values())
-    assert total < 240, {m: round(c.seconds, 1) for m, c in compiled.items()}
+    assert total < 420, {m: round(c.seconds, 1) for m, c in compiled.items()}
 
 
 @pytest.mark.parametrize("mode", stapmod.MODES)
@@ -732,8 +732,7 @@ def test_command_lines(fake_stap: Path) -> None:
     assert run[0] == str(fake_stap / "staprun") and run[-1] == "/m/x.ko"
     assert run[run.index("-x") + 1] == "123" and "-R" in run
     assert run[run.index("-b") + 1] == str(stapmod.RECORD_BUFFER_MB)
-    top = stapmod.staprun_command(Path("/m/x.ko"), 123, "top")
-    assert top[top.index("-b") + 1] == str(stapmod.TOP_BUFFER_MB)
+    assert "-b" not in stapmod.staprun_command(Path("/m/x.ko"), 123, "top")
 
 
 # ---- an unusable environment: one line ----

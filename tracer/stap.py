@@ -60,10 +60,6 @@ SCRIPTS = {"top": "mysqlio-top.stp", "record": "mysqlio-record.stp"}
 # docs/systemtap.md); 5000 tries = 50 ms. Skipped probes are counted in every mark, not fatal.
 STAP_DEFINES = ("MAXACTION=100000", "MAXSKIPPED=1000000", "MAXTRYLOCK=5000")
 RECORD_BUFFER_MB = 64  # staprun -b: kernel-to-user buffer of the record script
-# top's: a flush prints one line per row (hundreds at once on a busy server); with stap's
-# default buffer, two busy writers on a 2-CPU guest under emulation lost whole buffers of rows
-# (transport failures: counted, but each is many requests) while staprun waited for a CPU
-TOP_BUFFER_MB = 8
 COMPILE_TIMEOUT_S = 900.0  # the first compile on a kernel: a minute or two on a small machine
 LOAD_TIMEOUT_S = 120.0  # staprun: load the module, register the probes
 ANSWER_TIMEOUT_S = 30.0  # from a flush request to its mark
@@ -194,7 +190,8 @@ def staprun_command(module: Path, pid: int, mode: str) -> list[str]:
     """staprun loading a compiled module for one process: -x sets target(), -R gives the
     module a unique name (two mysqlio can trace at once)."""
     cmd = [shutil.which("staprun") or "staprun", "-R", "-x", str(pid)]
-    cmd += ["-b", str(RECORD_BUFFER_MB if mode == "record" else TOP_BUFFER_MB)]
+    if mode == "record":
+        cmd += ["-b", str(RECORD_BUFFER_MB)]
     cmd.append(str(module))
     return cmd
 

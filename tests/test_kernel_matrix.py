@@ -27,6 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
+from compat_table import known_limits  # noqa: E402
 from guest import run_in_guest  # noqa: E402
 from kernels import ALIASES, KernelFetchError, ensure_kernel  # noqa: E402
 
@@ -35,25 +36,6 @@ pytestmark = pytest.mark.bpf
 RESULTS = REPO / "build" / "matrix"
 KERNELS = tuple(ALIASES)  # 5.10, 6.1, 6.12, sid
 GUEST_TIMEOUT_S = 1200
-
-
-# Limits a kernel's fallback has, as its doctor states them (docs/kernel-features.md):
-# on such a kernel the cells they explain may differ in exactly this way, nothing else.
-KNOWN_LIMITS = {
-    # io_uring_complete names no request (Debian's 5.10): completions are matched to
-    # their submissions; a request refused while being prepared (iogen's EBADF write on
-    # a read-only fd) never reaches the submission tracepoint, so it is not counted
-    ("io_uring counts", "fallback"): {"uring": "differs: uring_err.dat not traced"},
-}
-
-
-def known_limits(result: dict) -> dict[str, str]:
-    """scenario -> the verdict the kernel's stated limits explain."""
-    checks = result.get("doctor", {}).get("json", {}).get("checks", [])
-    stated = {(c["name"], c.get("value")) for c in checks}
-    return {
-        scenario: verdict for key, cells in KNOWN_LIMITS.items() if key in stated for scenario, verdict in cells.items()
-    }
 
 
 def not_exact(result: dict) -> dict[str, str]:

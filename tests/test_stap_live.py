@@ -9,12 +9,15 @@ For each kernel ("6.1": Debian 12, "5.10": Debian 11), as production does it:
 2. a guest boots that kernel (tools/guest.py) and runs this file's guest side: one iogen
    process doing every default scenario, io_uring included, then 2,000 x 4 KiB writes to one
    file at 1,000 a second (rate.dat: about seven 0.3 s intervals), traced by
-   `mysqlio top --backend stap --stap-module DIR` (staprun only: nothing is compiled there);
+   `mysqlio top --backend stap --stap-module DIR` (staprun only: nothing is compiled there,
+   the directory is copied in as it would be to a server); then a contention phase: two busy
+   threads of one process, one writing 300 files in turn (300 rows a flush);
 3. here, every file's counters over all intervals are compared with iogen's own (its JSON
    ground truth, as tests/test_exact_iogen.py does for eBPF).
 
 The verdict per scenario ("exact", "differs: ...", io_uring: "not traced (io_uring)") is
-written to build/matrix/stap-ALIAS.json for tools/compat_table.py, with the timings.
+written to build/matrix/stap-ALIAS.json, and into the kernel matrix's RELEASE.json under
+"stap" (tools/compat_table.py's SystemTap column), with the timings.
 
 Like every test marked bpf, these fail, never skip, when they cannot run.
 """

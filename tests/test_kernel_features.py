@@ -1,7 +1,7 @@
 """Kernel feature probing and the fallbacks it picks.
 
-The io_uring tracepoints' arguments are given as the BTF of Debian's kernels
-showed them in the kernel matrix (tools/matrix_guest.py prints them); the
+The io_uring tracepoints' arguments are given as kernel_features.tracepoint_params
+read them from the BTF of Debian's kernels, booted in guests (tools/guest.py); the
 fallback programs run for real here with MYSQLIO_KERNEL_FEATURES taking a
 feature away, and on the old kernels themselves in tests/test_kernel_matrix.py.
 """

@@ -142,8 +142,8 @@ class IoProbe:
             obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)  # referenced, never used in top mode
             obj.set_key_size("events", 4)
             obj.set_value_size("events", 8)
-        for name in CAS_PROGRAMS:
-            obj.disable_program(name if name != self._program(name) else name + NOCAS_SUFFIX)
+        for name in CAS_PROGRAMS:  # the twin this kernel does not load
+            obj.disable_program(name + NOCAS_SUFFIX if features.atomics else name)
         complete = self._program("handle_uring_complete")
         self.uring_counted = features.uring_complete_req_arg is not None or features.uring_complete_by_user_data
         if features.uring_complete_req_arg is not None:

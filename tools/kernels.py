@@ -117,9 +117,9 @@ def _run(cmd: Sequence[str], *, cwd: Path | None = None, what: str = "", env: di
 # --- the machine's own Debian mirror ------------------------------------------------
 
 
-def _system_source_entries() -> Iterator[tuple[str, list[str], str | None]]:
-    """(uri, suites, signed_by) of every `deb` entry in /etc/apt's sources (both formats)."""
-    etc = Path("/etc/apt")
+def source_entries(etc_apt: str = "/etc/apt") -> Iterator[tuple[str, list[str], str | None]]:
+    """(uri, suites, signed_by) of every `deb` entry in apt's sources (both formats)."""
+    etc = Path(etc_apt)
     files = [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*"))]
     for f in files:
         try:
@@ -150,7 +150,7 @@ def _system_source_entries() -> Iterator[tuple[str, list[str], str | None]]:
 
 def debian_mirror() -> tuple[str, str | None]:
     """The Debian archive URI the machine's own apt sources use, and its keyring."""
-    for uri, suites, signed_by in _system_source_entries():
+    for uri, suites, signed_by in source_entries():
         if uri.rstrip("/").endswith("/debian") and any(
             s.split("-")[0] in (*ALIASES.values(), "stable", "testing", "unstable", "oldstable") for s in suites
         ):

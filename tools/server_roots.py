@@ -38,6 +38,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kernels import source_entries  # tools/ is on sys.path wherever this runs
+
 SUITES = {"bullseye": "10.5", "trixie": "11.8"}
 CACHE_DIR = "/var/cache/mysqlio/roots"
 PACKAGES = ("mariadb-server", "procps")
@@ -65,41 +67,9 @@ def _host_codename() -> str:
     return found[1] if found else ""
 
 
-def _one_line_entries(text: str) -> Iterator[tuple[str, list[str]]]:
-    """(uri, [suite]) of the `deb` lines of a sources.list."""
-    for raw in text.splitlines():
-        line = re.sub(r"\[[^]]*\]", " ", raw.split("#", 1)[0]).split()
-        if len(line) >= 3 and line[0] == "deb":
-            yield line[1], [line[2]]
-
-
-def _deb822_entries(text: str) -> Iterator[tuple[str, list[str]]]:
-    """(uri, suites) of each `Types: deb` stanza of a .sources file."""
-    for stanza in re.split(r"\n\s*\n", text):
-        fields: dict[str, str] = {}
-        for line in stanza.splitlines():
-            if line.startswith("#") or ":" not in line or line[:1].isspace():
-                continue
-            key, _, value = line.partition(":")
-            fields[key.strip().lower()] = value.strip()
-        if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes").lower() != "no":
-            for uri in fields.get("uris", "").split():
-                yield uri, fields.get("suites", "").split()
-
-
 def apt_entries(etc: str = "/etc/apt") -> list[tuple[str, list[str]]]:
-    entries: list[tuple[str, list[str]]] = []
-    files = [os.path.join(etc, "sources.list"), *sorted(glob.glob(os.path.join(etc, "sources.list.d", "*")))]
-    for path in files:
-        try:
-            text = Path(path).read_text(errors="replace")
-        except OSError:
-            continue
-        if path.endswith(".sources"):
-            entries += _deb822_entries(text)
-        elif path.endswith(".list"):
-            entries += _one_line_entries(text)
-    return entries
+    """(uri, suites) of every `deb` entry of apt's sources (tools/kernels.py reads them)."""
+    return [(uri, suites) for uri, suites, _ in source_entries(etc)]
 
 
 def find_mirror(etc: str = "/etc/apt", codename: str | None = None) -> str:

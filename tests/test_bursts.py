@@ -474,7 +474,7 @@ def _fleet(mix: Callable[[int], str], seconds: int, seed: int = 7) -> list[Serie
     return out
 
 
-def test_speed_budget(capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_scale_detection_and_tracker(capsys: pytest.CaptureFixture[str]) -> None:
     """Detection over 1 h of 1 s data for 200 files, and the tracker per interval for 200
     files: what they find is asserted, their CPU time is printed. The targets (< 1 s,
     < 1 ms) are not asserted here: a timed unit test is noise-bound (the tracker's mean

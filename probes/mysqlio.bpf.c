@@ -118,8 +118,9 @@ static __always_inline void count_pending_full(void)
 		__sync_fetch_and_add(&drops.lat_full, 1);
 }
 
-/* A completion whose submission was not seen: in record mode an event is
- * lost; in top mode only its latency is unknown (it was in flight at attach). */
+/* A libaio completion whose submission was not seen: in record mode an event
+ * is lost; in top mode only its latency is unknown (it was in flight at attach).
+ * (io_uring completions carry everything but the latency: see on_uring_complete.) */
 static __always_inline void count_unmatched(void)
 {
 	if (targ_record)

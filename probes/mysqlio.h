@@ -131,11 +131,13 @@ struct drop_counters {
 	__u64 read_faults;     /* user memory (iocbs, iovecs) that could not be read */
 	__u64 ringbuf_full;    /* record: an event did not fit the ring buffer */
 	__u64 pending_full;    /* record: no room to remember a submitted AIO request */
-	__u64 unmatched;       /* record: an AIO completion whose submission was not seen */
+	__u64 unmatched;       /* record: a libaio completion whose submission was not seen */
 	__u64 lat_full;        /* top: a latency row or pending request did not fit
 				* (its latency is unknown; its bytes are counted) */
 	__u64 lat_unmatched;   /* top: an AIO completion whose submission was not seen
-				* (in flight at attach): its latency is unknown */
+				* (in flight at attach); top and record: such an
+				* io_uring completion (counted, recorded untimed):
+				* its latency is unknown */
 };
 
 #endif /* __MYSQLIO_H */

@@ -56,8 +56,8 @@ from typing import Any
 
 import numpy as np
 
-from mysqlio.events import OP_NAMES
-from mysqlio.units import human_bytes, printable
+from .events import OP_NAMES
+from .units import human_bytes, printable
 
 K_MAD = 5.0  # threshold: median + K_MAD robust standard deviations
 K_STAY = 2.0  # a burst lasts while above median + K_STAY robust standard deviations
@@ -1229,7 +1229,7 @@ class SeriesBuilder:
     `report.build_report` can feed it from its own loop."""
 
     def __init__(self, resolution_s: float = 1.0, sync_resolution_s: float = 0.1) -> None:
-        from mysqlio.report import SecondRows  # not at import: top does not need pyarrow
+        from .report import SecondRows  # not at import: top does not need pyarrow
 
         self.resolution_s = resolution_s
         self.sync_resolution_s = sync_resolution_s
@@ -1323,7 +1323,7 @@ def trains_from_trace(
 ) -> list[Train]:
     """Read a trace (`trace.TraceReader`) and find its trains; times are seconds
     since the start of the trace."""
-    from mysqlio.report import Decoder
+    from .report import Decoder
 
     dec = Decoder(filters)
     builder = SeriesBuilder(resolution_s, sync_resolution_s)

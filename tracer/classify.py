@@ -33,8 +33,8 @@ from __future__ import annotations
 import os
 import re
 
-from mysqlio.kinds import KINDS as KINDS  # re-exported: the one list of kind names
-from mysqlio.layout import ServerLayout
+from .kinds import KINDS as KINDS  # re-exported: the one list of kind names
+from .layout import ServerLayout
 
 # (kind, regex on the basename), first match wins
 _BASENAME_RULES: list[tuple[str, re.Pattern[str]]] = [

@@ -6,10 +6,10 @@ import argparse
 import re
 import sys
 
-from mysqlio import __version__
-from mysqlio.errors import BpfError, UserError
-from mysqlio.kinds import KINDS
-from mysqlio.view import GROUPS, SORT_KEYS, Filters
+from . import __version__
+from .errors import BpfError, UserError
+from .kinds import KINDS
+from .view import GROUPS, SORT_KEYS, Filters
 
 BACKENDS = ("auto", "bpf", "stap")  # mysqlio.stap.BACKENDS (not imported here: it pulls numpy)
 
@@ -247,7 +247,7 @@ def _cmd_stap_build(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from mysqlio import stap
+    from . import stap
 
     release = args.kernel or platform.release()
     modes = stap.MODES if args.mode == "all" else (args.mode,)
@@ -279,7 +279,7 @@ def _output_mode(json_lines: bool, batch: bool) -> str:
 
 
 def _size(text: str) -> int:
-    from mysqlio.record import parse_size
+    from .record import parse_size
 
     try:
         value = parse_size(text)
@@ -293,7 +293,7 @@ def _size(text: str) -> int:
 def _traced_pid(args: argparse.Namespace) -> int:
     """The thread group to trace: -p, or the single running server; checked, with a usable
     backend chosen (args.backend becomes "bpf" or "stap")."""
-    from mysqlio import stap, target
+    from . import stap, target
 
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
@@ -302,7 +302,7 @@ def _traced_pid(args: argparse.Namespace) -> int:
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
-    from mysqlio.record import RecordOptions, run_record
+    from .record import RecordOptions, run_record
 
     pid = _traced_pid(args)
     options = RecordOptions(
@@ -320,8 +320,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from mysqlio import preflight
-    from mysqlio.demo import run_demo
+    from . import preflight
+    from .demo import run_demo
 
     preflight.check_bpf_environment()
     return run_demo(args.interval, args.count, _output_mode(args.json, False))
@@ -336,14 +336,14 @@ def _status_sampler(args: argparse.Namespace, pid: int):  # -> StatusSampler | N
     )
     if not wanted:
         return None
-    from mysqlio.mysql_conn import ConnectionOptions, Connector
-    from mysqlio.server_status import StatusSampler
+    from .mysql_conn import ConnectionOptions, Connector
+    from .server_status import StatusSampler
 
     return StatusSampler.open(Connector.resolve(ConnectionOptions.from_args(args), pid))
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
-    from mysqlio.top import TopOptions, run_top
+    from .top import TopOptions, run_top
 
     pid = _traced_pid(args)
     options = TopOptions(
@@ -410,7 +410,7 @@ def _add_trace_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
 
 
 def _trace_filters(args: argparse.Namespace):
-    from mysqlio.report import Filters as TraceFilters
+    from .report import Filters as TraceFilters
 
     if args.t_from is not None and args.t_to is not None and args.t_from >= args.t_to:
         raise UserError(f"--from {args.t_from:g} must be before --to {args.t_to:g}")
@@ -420,14 +420,14 @@ def _trace_filters(args: argparse.Namespace):
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from mysqlio.report import build_report, print_report, report_json
-    from mysqlio.trace import TraceReader
+    from .report import build_report, print_report, report_json
+    from .trace import TraceReader
 
     filters = _trace_filters(args)
     report = build_report(TraceReader(args.trace), args.group, filters, per_second=args.per_second)
     timeline = None
     if args.latency:
-        from mysqlio.latency_report import latency_over_time, slowest_pairs
+        from .latency_report import latency_over_time, slowest_pairs
 
         file_rows = report.rows if args.group == "file" else build_report(TraceReader(args.trace), "file", filters).rows
         timeline = latency_over_time(TraceReader(args.trace), slowest_pairs(file_rows), filters)
@@ -442,8 +442,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from mysqlio.plot import plot_trace
-    from mysqlio.trace import TraceReader
+    from .plot import plot_trace
+    from .trace import TraceReader
 
     filters = _trace_filters(args)
     plot_trace(TraceReader(args.trace), args.output, args.by, max(1, args.top), None, filters, args.title)
@@ -451,8 +451,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from mysqlio.export import export_trace, format_of
-    from mysqlio.trace import TraceReader
+    from .export import export_trace, format_of
+    from .trace import TraceReader
 
     fmt = format_of(args.output, args.format)
     reader = TraceReader(args.trace)
@@ -483,15 +483,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "stap-build":
             return _cmd_stap_build(args)
         if args.command == "exporter":
-            from mysqlio.exporter import run_exporter
+            from .exporter import run_exporter
 
             return run_exporter(args)
         if args.command == "verify":
-            from mysqlio.verify import run_verify
+            from .verify import run_verify
 
             return run_verify(args)
         if args.command == "doctor":
-            from mysqlio.doctor import run_doctor
+            from .doctor import run_doctor
 
             return run_doctor(args)
         raise UserError(f"unknown command {args.command}")

@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
-from mysqlio.top import TopOptions, run_top
-from mysqlio.workload import PeriodicBulkWriter
+from .sandbox import MariaDB, MariaDBOptions, Sysbench
+from .top import TopOptions, run_top
+from .workload import PeriodicBulkWriter
 
 LOAD_SECONDS = 24 * 3600  # until the demo ends
 LOAD_RATE = 200  # transactions per second: visible, and light on 2 cores

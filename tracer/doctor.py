@@ -36,11 +36,11 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio import kernel_features, mapped_files, preflight, syscall_hook
-from mysqlio import layout as layout_mod
-from mysqlio.errors import BpfError, UserError
-from mysqlio.kernel_features import KernelFeatures
-from mysqlio.units import human_bytes, printable
+from . import kernel_features, mapped_files, preflight, syscall_hook
+from . import layout as layout_mod
+from .errors import BpfError, UserError
+from .kernel_features import KernelFeatures
+from .units import human_bytes, printable
 
 STATUSES = ("ok", "warn", "fail", "skip")
 SECTIONS = {"ebpf": "Kernel and eBPF backend", "tools": "Build tools and SystemTap fallback", "server": "Server"}
@@ -242,7 +242,7 @@ def check_libbpf(version_of: Callable[[], tuple[int, int] | None] = libbpf_versi
 def btf_types_present(names: Iterable[str], path: str = preflight.BTF_PATH) -> dict[str, bool]:
     """Which of `names` the kernel's BTF defines. Raises OSError when libbpf or the
     BTF file cannot be used."""
-    from mysqlio.libbpf import kernel_btf_has
+    from .libbpf import kernel_btf_has
 
     try:
         return kernel_btf_has(names, path)
@@ -443,7 +443,7 @@ def probe_kernel_features() -> KernelFeatures | Exception:
 
 
 def check_bpf_object(path: str | None = None) -> Check:
-    from mysqlio.probe import bpf_object_path
+    from .probe import bpf_object_path
 
     path = path or bpf_object_path()
     if os.path.isfile(path):
@@ -466,8 +466,8 @@ def probe_test_write() -> tuple[int, int, int, float]:
     """Load and attach the real probes to this process, pwrite and fsync a test file.
 
     Returns (bytes written, bytes counted, fsyncs counted, load time in ms)."""
-    from mysqlio.bpf_types import Op
-    from mysqlio.probe import FileIdentity, IoProbe
+    from .bpf_types import Op
+    from .probe import FileIdentity, IoProbe
 
     # The test file exists (and is unlinked) before the probes load: its inode stays
     # ours, so no earlier file with the same (dev, inode) can add to its counts.
@@ -576,7 +576,7 @@ def check_build_tool(name: str, object_built: bool, which: Callable[[str], str |
 def check_stap(ebpf_works: bool, problem: Callable[[], str | None] | None = None) -> Check:
     """The SystemTap fallback (--backend stap; auto picks it when eBPF cannot run)."""
     if problem is None:
-        from mysqlio.stap import stap_problem as problem
+        from .stap import stap_problem as problem
     path = shutil.which("stap")
     version = tool_version([path, "--version"], r"version (\d[\w.]*)") if path else None
     why_not = problem()
@@ -951,7 +951,7 @@ def check_option_files(read: Sequence[str], unreadable: Sequence[str]) -> Check:
 
 def find_target(pid: int | None, finder: Callable[[], int] | None = None) -> tuple[int | None, Check]:
     """The server to inspect and the line saying which (or why none)."""
-    from mysqlio import target
+    from . import target
 
     if pid is None:
         try:

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from mysqlio.errors import UserError
-from mysqlio.trace import COLUMNS, TraceReader, open_private
+from .errors import UserError
+from .trace import COLUMNS, TraceReader, open_private
 
 FORMATS = ("csv", "jsonl", "parquet")
 _SUFFIXES = {

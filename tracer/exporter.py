@@ -31,19 +31,19 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from mysqlio import target
-from mysqlio.bursts import SYNC_CALLS, BurstTracker, Train
-from mysqlio.classify import Classifier
-from mysqlio.errors import TargetGone, UserError
-from mysqlio.follow import trace_following
-from mysqlio.kinds import KINDS
-from mysqlio.latency import SUB, Histogram
-from mysqlio.layout import read_layout
-from mysqlio.model import Counts, Interval
-from mysqlio.resolve import FileResolver
-from mysqlio.stap import open_probe
-from mysqlio.top import IntervalSampler, StopFlag, TopOptions, run_loop
-from mysqlio.units import printable
+from . import target
+from .bursts import SYNC_CALLS, BurstTracker, Train
+from .classify import Classifier
+from .errors import TargetGone, UserError
+from .follow import trace_following
+from .kinds import KINDS
+from .latency import SUB, Histogram
+from .layout import read_layout
+from .model import Counts, Interval
+from .resolve import FileResolver
+from .stap import open_probe
+from .top import IntervalSampler, StopFlag, TopOptions, run_loop
+from .units import printable
 
 RANK_TIME_CONSTANT_S = 60.0  # "lately": bytes decay with this time constant when ranking files
 MIN_TRACKED_FILES = 4096  # per-file totals kept at least for this many files (4 x --top-files if more)
@@ -351,7 +351,7 @@ def _trace(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopF
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    from mysqlio.cli import _traced_pid
+    from .cli import _traced_pid
 
     pid = _traced_pid(args)
     state = ExporterState(args.top_files, args.interval, args.backend, args.follow, pid)

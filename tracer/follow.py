@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from mysqlio import target
-from mysqlio.errors import TargetGone
-from mysqlio.layout import read_layout
+from . import target
+from .errors import TargetGone
+from .layout import read_layout
 
 POLL_S = 0.5  # how often /proc is scanned while waiting for the next server
 

@@ -20,7 +20,7 @@ import os
 import struct
 from dataclasses import dataclass, replace
 
-from mysqlio import libbpf
+from . import libbpf
 
 BTF_PATH = "/sys/kernel/btf/vmlinux"
 FEATURES_ENV = "MYSQLIO_KERNEL_FEATURES"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mysqlio.bpf_types import LAT_SLOTS, Op
+from .bpf_types import LAT_SLOTS, Op
 
 SUB = 8
 MAX_EXP = 47  # 2**48 ns is ~3 days

@@ -16,12 +16,12 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio.events import LATENCY_UNKNOWN
-from mysqlio.latency import CLASSES, NBUCKETS, bucket_of, percentile
-from mysqlio.render import shorten
-from mysqlio.report import Decoder, Filters, Report, Row
-from mysqlio.trace import TraceReader
-from mysqlio.units import human_duration_ns
+from .events import LATENCY_UNKNOWN
+from .latency import CLASSES, NBUCKETS, bucket_of, percentile
+from .render import shorten
+from .report import Decoder, Filters, Report, Row
+from .trace import TraceReader
+from .units import human_duration_ns
 
 SLOWEST = 3  # (file, class) pairs followed over time
 MIN_REQUESTS = 10  # a pair with fewer requests is not called slow on its p99

@@ -16,8 +16,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from mysqlio import verifier_log
-from mysqlio.errors import BpfError
+from . import verifier_log
+from .errors import BpfError
 
 BTF_KIND_VAR = 14
 BTF_KIND_DATASEC = 15

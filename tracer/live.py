@@ -15,11 +15,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio.bursts import BurstTracker
-from mysqlio.model import Interval
-from mysqlio.render import Header, render_screen
-from mysqlio.units import human_bytes, printable
-from mysqlio.view import GROUPS, SORT_KEYS, Row, ScreenState
+from .bursts import BurstTracker
+from .model import Interval
+from .render import Header, render_screen
+from .units import human_bytes, printable
+from .view import GROUPS, SORT_KEYS, Row, ScreenState
 
 HELP = "q quit · s sort · g group · l latency"
 

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mysqlio.classify import Classifier
-from mysqlio.layout import ServerLayout
-from mysqlio.units import human_bytes, printable
+from .classify import Classifier
+from .layout import ServerLayout
+from .units import human_bytes, printable
 
 LOG_MARK = "(memory-mapped)"  # MariaDB 11.x: "InnoDB: log sequence number 45538 (memory-mapped); ..."
 FIX = (

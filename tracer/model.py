@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mysqlio.bpf_types import API_NAMES, Op
-from mysqlio.classify import Classifier
-from mysqlio.latency import CLASS_OF_OP, CLASSES, Histogram
-from mysqlio.probe import FileIdentity, LatencyRow, OpCount
-from mysqlio.resolve import FileResolver
+from .bpf_types import API_NAMES, Op
+from .classify import Classifier
+from .latency import CLASS_OF_OP, CLASSES, Histogram
+from .probe import FileIdentity, LatencyRow, OpCount
+from .resolve import FileResolver
 
 COUNTER_FIELDS = (
     "write_bytes",

@@ -40,8 +40,8 @@ import psutil
 import pymysql
 import pymysql.cursors
 
-from mysqlio.errors import UserError
-from mysqlio.layout import _norm, _OptionFiles
+from .errors import UserError
+from .layout import _norm, _OptionFiles
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_PORT = 3306

@@ -6,8 +6,8 @@ import json
 import time
 from typing import Any, TextIO
 
-from mysqlio.model import FileActivity, Interval
-from mysqlio.units import human_bytes, human_duration_ns, human_rate, printable
+from .model import FileActivity, Interval
+from .units import human_bytes, human_duration_ns, human_rate, printable
 
 TEXT_HEADER = (
     f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from mysqlio.bursts import SeriesBuilder, Train, burst_spans, detect
-from mysqlio.errors import UserError
-from mysqlio.report import Decoder, Filters, SecondRows, SecondSeries, count
-from mysqlio.trace import TraceMeta, TraceReader, open_private
-from mysqlio.units import printable
+from .bursts import SeriesBuilder, Train, burst_spans, detect
+from .errors import UserError
+from .report import Decoder, Filters, SecondRows, SecondSeries, count
+from .trace import TraceMeta, TraceReader, open_private
+from .units import printable
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

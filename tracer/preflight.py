@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from mysqlio.errors import UserError
+from .errors import UserError
 
 CAP_SYS_ADMIN = 21
 CAP_PERFMON = 38

@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mysqlio import bpf_types as bt
-from mysqlio import kernel_features, syscall_hook
-from mysqlio.errors import BpfError
-from mysqlio.kernel_features import KernelFeatures
-from mysqlio.latency import Histogram
-from mysqlio.libbpf import BpfMap, BpfObject
+from . import bpf_types as bt
+from . import kernel_features, syscall_hook
+from .errors import BpfError
+from .kernel_features import KernelFeatures
+from .latency import Histogram
+from .libbpf import BpfMap, BpfObject
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 BPF_MAP_TYPE_HASH_LRU = 9

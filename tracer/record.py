@@ -18,19 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from mysqlio import target
-from mysqlio.bpf_types import lost_events
-from mysqlio.classify import Classifier
-from mysqlio.errors import TargetGone
-from mysqlio.follow import trace_following
-from mysqlio.layout import read_layout
-from mysqlio.probe import FileIdentity, IoProbe
-from mysqlio.resolve import FileResolver
-from mysqlio.ringbuf import RingBufferReader
-from mysqlio.stap import StapProbe, open_probe
-from mysqlio.top import StopFlag
-from mysqlio.trace import FileInfo, TraceMeta, TraceWriter, file_keys
-from mysqlio.units import human_bytes
+from . import target
+from .bpf_types import lost_events
+from .classify import Classifier
+from .errors import TargetGone
+from .follow import trace_following
+from .layout import read_layout
+from .probe import FileIdentity, IoProbe
+from .resolve import FileResolver
+from .ringbuf import RingBufferReader
+from .stap import StapProbe, open_probe
+from .top import StopFlag
+from .trace import FileInfo, TraceMeta, TraceWriter, file_keys
+from .units import human_bytes
 
 POLL_S = 0.05
 FLUSH_S = 0.5
@@ -144,7 +144,7 @@ def run_record(options: RecordOptions) -> int:
     stop.install()
     session = _Session(options, writer, stop, _Progress(options.quiet), started=time.monotonic())
     if options.status is not None:
-        from mysqlio.server_status import PeriodicSampler
+        from .server_status import PeriodicSampler
 
         session.status = PeriodicSampler(options.status, every_s=1.0)
     gone_at = [0.0]  # trace time the traced process was last seen

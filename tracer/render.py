@@ -10,8 +10,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio.units import human_bytes, human_duration_ns, human_rate, printable
-from mysqlio.view import Row
+from .units import human_bytes, human_duration_ns, human_rate, printable
+from .view import Row
 
 SPARK = "▁▂▃▄▅▆▇█"
 WIDE = 120  # from this width on, a sparkline column is shown

@@ -28,14 +28,14 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from mysqlio.bursts import SeriesBuilder, Train, detect, render_trains, trains_json
-from mysqlio.errors import UserError
-from mysqlio.events import API_NAMES, LATENCY_UNKNOWN, OP_NAMES
-from mysqlio.latency import ACCURACY_NOTE, CLASSES, NBUCKETS, SUB, bucket_of, percentile
-from mysqlio.model import COUNTER_FIELDS
-from mysqlio.render import shorten
-from mysqlio.trace import TraceMeta, TraceReader
-from mysqlio.units import human_bytes, printable
+from .bursts import SeriesBuilder, Train, detect, render_trains, trains_json
+from .errors import UserError
+from .events import API_NAMES, LATENCY_UNKNOWN, OP_NAMES
+from .latency import ACCURACY_NOTE, CLASSES, NBUCKETS, SUB, bucket_of, percentile
+from .model import COUNTER_FIELDS
+from .render import shorten
+from .trace import TraceMeta, TraceReader
+from .units import human_bytes, printable
 
 GROUPS = ("file", "kind", "table", "thread")
 GROUP_LIST_KEYS = {"file": "files", "kind": "kinds", "table": "tables", "thread": "threads"}
@@ -1066,7 +1066,7 @@ def print_report(
     if per_second and r.per_second is not None:
         parts += [Text(""), _heading("Per second"), render_per_second(r, console.width)]
     if timeline is not None:  # mysqlio.latency_report.LatencyTimeline
-        from mysqlio.latency_report import render_timeline
+        from .latency_report import render_timeline
 
         heading = "Latency over time of the slowest files (p99, requests)"
         body: RenderableType = (

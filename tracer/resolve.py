@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mysqlio.layout import host_root, to_server_path
-from mysqlio.probe import FileIdentity, KernelName
+from .layout import host_root, to_server_path
+from .probe import FileIdentity, KernelName
 
 DELETED_SUFFIX = " (deleted)"
 _REFRESH_MIN_S = 0.5  # a burst of unknown files triggers one /proc scan, not many

@@ -15,7 +15,7 @@ import mmap
 
 import numpy as np
 
-from mysqlio.events import EVENT_DTYPE
+from .events import EVENT_DTYPE
 
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30

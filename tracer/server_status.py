@@ -35,9 +35,9 @@ from typing import Any
 
 import pymysql
 
-from mysqlio.errors import UserError
-from mysqlio.mysql_conn import Connector, error_text, query
-from mysqlio.units import human_bytes, human_rate
+from .errors import UserError
+from .mysql_conn import Connector, error_text, query
+from .units import human_bytes, human_rate
 
 # field -> status variables (first present wins); ("+", a, b) sums several
 Source = tuple[str, ...]

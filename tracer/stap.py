@@ -43,12 +43,12 @@ from typing import IO, Protocol
 
 import numpy as np
 
-from mysqlio import preflight
-from mysqlio import stap_protocol as proto
-from mysqlio.bpf_types import Api, Drops, Op
-from mysqlio.errors import UserError
-from mysqlio.events import EVENT_DTYPE
-from mysqlio.probe import FileIdentity, IoProbe, KernelName, LatencyRow, OpCount
+from . import preflight
+from . import stap_protocol as proto
+from .bpf_types import Api, Drops, Op
+from .errors import UserError
+from .events import EVENT_DTYPE
+from .probe import FileIdentity, IoProbe, KernelName, LatencyRow, OpCount
 
 BACKENDS = ("auto", "bpf", "stap")
 MODES = ("top", "record")
@@ -384,7 +384,7 @@ def build_modules(
     /lib/modules/RELEASE/build on this machine) into out_dir, as MODULE.ko files and a
     manifest.json naming the release, each module's script and checksum, and mysqlio's version.
     The modules run anywhere that kernel runs, with only staprun (--stap-module)."""
-    from mysqlio import __version__
+    from . import __version__
 
     if platform.machine() != "x86_64":
         raise UserError(f"the SystemTap scripts support x86_64 only, this machine is {platform.machine()}")

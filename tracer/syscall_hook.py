@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from mysqlio.libbpf import BpfObject
+    from .libbpf import BpfObject
 
 Hook = Literal["tracepoints", "raw"]
 HOOK_ENV = "MYSQLIO_SYSCALL_HOOK"  # force one ("raw" / "tracepoints"), for tests and benchmarks

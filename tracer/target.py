@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psutil
 
-from mysqlio.errors import TargetGone, UserError
+from .errors import TargetGone, UserError
 
 SERVER_NAMES = ("mysqld", "mariadbd")
 

@@ -11,21 +11,21 @@ from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 
-from mysqlio import mapped_files, target
-from mysqlio.bpf_types import lost_events
-from mysqlio.bursts import BurstTracker
-from mysqlio.classify import Classifier
-from mysqlio.errors import TargetGone
-from mysqlio.follow import trace_following
-from mysqlio.layout import read_layout
-from mysqlio.live import LiveScreen, cbreak, render_totals
-from mysqlio.model import Interval, aggregate
-from mysqlio.output import write_json, write_text
-from mysqlio.probe import IoProbe
-from mysqlio.resolve import FileResolver
-from mysqlio.stap import open_probe
-from mysqlio.units import printable
-from mysqlio.view import Filters, ScreenState
+from . import mapped_files, target
+from .bpf_types import lost_events
+from .bursts import BurstTracker
+from .classify import Classifier
+from .errors import TargetGone
+from .follow import trace_following
+from .layout import read_layout
+from .live import LiveScreen, cbreak, render_totals
+from .model import Interval, aggregate
+from .output import write_json, write_text
+from .probe import IoProbe
+from .resolve import FileResolver
+from .stap import open_probe
+from .units import printable
+from .view import Filters, ScreenState
 
 
 @dataclass
@@ -189,7 +189,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
 
     status = None
     if options.status is not None:
-        from mysqlio.server_status import BackgroundSampler
+        from .server_status import BackgroundSampler
 
         # waits at most a quarter of the interval for the server's answer
         status = BackgroundSampler(options.status, wait_s=min(0.25, options.interval_s / 4))

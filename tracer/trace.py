@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from mysqlio.errors import UserError
-from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from .errors import UserError
+from .events import API_NAMES, EVENT_DTYPE, OP_NAMES
 
 FORMAT_VERSION = 1
 MAGIC_KEY = b"mysqlio"

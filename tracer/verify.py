@@ -49,12 +49,12 @@ from typing import Any, Protocol, TextIO
 
 import pymysql
 
-from mysqlio import target
-from mysqlio.errors import TargetGone, UserError
-from mysqlio.layout import host_root, realpath_in_root, to_server_path
-from mysqlio.model import Interval
-from mysqlio.mysql_conn import ConnectionOptions, Connector, error_text, query
-from mysqlio.units import printable
+from . import target
+from .errors import TargetGone, UserError
+from .layout import host_root, realpath_in_root, to_server_path
+from .model import Interval
+from .mysql_conn import ConnectionOptions, Connector, error_text, query
+from .units import printable
 
 MIN_BYTES = 1 << 20  # judge only files with more than this in the window
 TOLERANCE = 0.02  # relative, beyond the edge allowance; see tests/test_verify.py for the measured spread
@@ -415,7 +415,7 @@ def mapped_statement(files: list[MappedFile]) -> str | None:
         f"for {'it' if one else 'them'}"
     )
     if any(f.kind == "redo" for f in files):
-        from mysqlio.mapped_files import FIX
+        from .mapped_files import FIX
 
         text += f"; to compare the redo log, {FIX}"
     return text
@@ -635,11 +635,11 @@ def _check_performance_schema(conn: pymysql.connections.Connection, who: str) ->
 
 def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Exit 0 when every judged file agrees, 1 when one differs or nothing could be judged."""
-    from mysqlio import mapped_files, stap
-    from mysqlio.classify import Classifier
-    from mysqlio.layout import read_layout
-    from mysqlio.resolve import FileResolver
-    from mysqlio.top import IntervalSampler
+    from . import mapped_files, stap
+    from .classify import Classifier
+    from .layout import read_layout
+    from .resolve import FileResolver
+    from .top import IntervalSampler
 
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)

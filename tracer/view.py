@@ -10,8 +10,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mysqlio.latency import Histogram
-from mysqlio.model import Counts, FileActivity, Interval
+from .latency import Histogram
+from .model import Counts, FileActivity, Interval
 
 HISTORY_LEN = 60  # sparkline: the last 60 intervals
 FADE_INTERVALS = 5  # a quiet row stays this many intervals, dimming, before it goes

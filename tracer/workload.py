@@ -31,8 +31,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from mysqlio.sandbox import MariaDB
-from mysqlio.units import human_bytes
+from .sandbox import MariaDB
+from .units import human_bytes
 
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 

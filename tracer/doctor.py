@@ -122,11 +122,6 @@ def check_privileges(caps: int | None = None, euid: int | None = None) -> Check:
     )
 
 
-def _version_tuple(text: str) -> tuple[int, ...] | None:
-    match = re.match(r"(\d+)\.(\d+)", text)
-    return (int(match[1]), int(match[2])) if match else None
-
-
 def check_kernel(release: str | None = None) -> Check:
     """The release, for the record: what the probes can do is asked of the kernel
     itself (kernel_feature_checks), since vendor kernels carry backports."""

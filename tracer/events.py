@@ -29,7 +29,3 @@ LATENCY_UNKNOWN = (1 << 64) - 1
 
 OP_NAMES = ("write", "read", "fsync", "fdatasync", "sync_file_range")
 API_NAMES = ("syscall", "libaio", "io_uring")
-
-
-def empty_events(n: int = 0) -> np.ndarray:
-    return np.zeros(n, dtype=EVENT_DTYPE)

@@ -19,7 +19,6 @@ from typing import Any
 from . import verifier_log
 from .errors import BpfError
 
-BTF_KIND_VAR = 14
 BTF_KIND_DATASEC = 15
 _LOG_LIMIT = 200_000
 
@@ -505,7 +504,3 @@ def kernel_btf_has(
 def lib() -> Any:
     """The libbpf CDLL with its signatures declared."""
     return _get().lib
-
-
-def libbpf_log() -> str:
-    return "".join(_log)

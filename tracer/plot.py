@@ -186,15 +186,6 @@ def _utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
-def save_figure(fig: Figure, out: str) -> None:
-    """Write the figure as .png, .svg or .html (a self-contained page with inline SVG), mode 0600."""
-    f = _open_output(out)
-    try:
-        _write(fig, f, out)
-    finally:
-        f.close()
-
-
 def _open_output(out: str) -> BinaryIO:
     if os.path.splitext(out)[1].lower() not in FORMATS:
         raise UserError(f"cannot plot to {out}: the name must end in {', '.join(FORMATS)}")

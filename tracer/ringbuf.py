@@ -67,10 +67,6 @@ class RingBufferReader:
         self._consumer_pos[0] = cons + count * RECORD
         return events
 
-    def pending_bytes(self) -> int:
-        cons, prod = self._positions()
-        return prod - cons
-
     def close(self) -> None:
         del self._data, self._consumer_pos, self._producer_pos
         self._producer.close()

@@ -64,7 +64,6 @@ COLUMNS = pa.schema(
         pa.field("latency_ns", pa.uint64(), nullable=False),
     ]
 )
-DICT_COLUMNS = ("thread", "op", "api", "path", "kind", "table")
 
 
 @dataclass

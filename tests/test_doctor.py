@@ -18,8 +18,22 @@ from typing import Any
 import pytest
 from test_syscall_hook import in_private_ns
 
-from mysqlio import doctor, preflight, syscall_hook
-from mysqlio.doctor import Check, KernelAioEvidence, ServerOptions
+from mysqlio import (
+    doctor_check,
+    doctor_error_log,
+    doctor_features,
+    doctor_kernel,
+    doctor_probe,
+    doctor_render,
+    doctor_server,
+    doctor_settings,
+    doctor_tools,
+    preflight,
+    syscall_hook,
+)
+from mysqlio.doctor_check import Check
+from mysqlio.doctor_error_log import KernelAioEvidence
+from mysqlio.doctor_settings import ServerOptions
 from mysqlio.errors import UserError
 from mysqlio.kernel_features import KernelFeatures
 from mysqlio.probe import bpf_object_path
@@ -54,8 +68,8 @@ def doctor_json(
 
 def assert_well_formed(report: dict[str, Any], code: int) -> None:
     for check in report["checks"]:
-        assert check["status"] in doctor.STATUSES, check
-        assert check["section"] in doctor.SECTIONS, check
+        assert check["status"] in doctor_check.STATUSES, check
+        assert check["section"] in doctor_check.SECTIONS, check
         assert check["detail"], check
         if check["status"] == "fail" or (check["status"] == "warn" and check["section"] != "server"):
             assert check["fix"], f"{check['name']} fails without a fix"
@@ -110,7 +124,7 @@ def test_root_everything_needed_works(bpf_ready: None, sleeper: int) -> None:
     assert checks["privileges"]["status"] == "ok" and checks["privileges"]["detail"] == "root"
     assert checks["kernel"]["value"] == os.uname().release
     assert checks["BTF"]["status"] == "ok" and checks["BTF"]["value"] == preflight.BTF_PATH
-    assert checks["BPF JIT"]["value"] == Path(doctor.JIT_PATH).read_text().strip()
+    assert checks["BPF JIT"]["value"] == Path(doctor_kernel.JIT_PATH).read_text().strip()
     assert checks["libbpf"]["status"] == "ok"
     assert checks["libbpf"]["value"] == libbpf_soname_version()
     assert checks["libbpf"]["value"].startswith("1.")
@@ -127,7 +141,7 @@ def test_root_everything_needed_works(bpf_ready: None, sleeper: int) -> None:
     assert checks["BPF object"]["value"] == bpf_object_path()
     attach = checks["probe attach"]
     assert attach["status"] == "ok", attach
-    assert f"{doctor.TEST_WRITE_BYTES}-byte test write and its fsync exactly" in attach["detail"]
+    assert f"{doctor_probe.TEST_WRITE_BYTES}-byte test write and its fsync exactly" in attach["detail"]
     required = {c["name"] for c in report["checks"] if c["required"]}
     assert required == {
         "privileges",
@@ -229,7 +243,7 @@ def server_values(db: MariaDB) -> dict[str, str]:
     """What the server itself says, in doctor's spelling (booleans ON / OFF)."""
     row = db.sql("SELECT " + ", ".join(SETTINGS.values()))[0]
     values = dict(zip(SETTINGS, row, strict=True))
-    for name in doctor.BOOLEAN_SETTINGS:
+    for name in doctor_settings.BOOLEAN_SETTINGS:
         values[name] = {"1": "ON", "0": "OFF"}[values[name]]
     return values
 
@@ -283,7 +297,7 @@ def test_io_uring_server(bpf_ready: None, uring_db: MariaDB) -> None:
 def test_thread_id_names_its_server(uring_db: MariaDB) -> None:
     tids = sorted(int(t) for t in os.listdir(f"/proc/{uring_db.pid}/task") if int(t) != uring_db.pid)
     assert tids, "mariadbd runs threads"
-    pid, check = doctor.find_target(tids[0])
+    pid, check = doctor_server.find_target(tids[0])
     assert pid == uring_db.pid and check.value == str(uring_db.pid)
 
 
@@ -293,7 +307,7 @@ def test_io_uring_server_text(bpf_ready: None, uring_db: MariaDB) -> None:
     out = proc.stdout
     for title in ("Kernel and eBPF backend", "Build tools and SystemTap fallback", f"Server (pid {uring_db.pid})"):
         assert f"\n{title}\n" in f"\n{out}", title
-    names = [*doctor.SETTING_NOTES, "privileges", "BTF", "probe attach", "libbpf", "InnoDB AIO", "error log"]
+    names = [*doctor_settings.SETTING_NOTES, "privileges", "BTF", "probe attach", "libbpf", "InnoDB AIO", "error log"]
     for name in names:
         assert re.search(rf"^(ok|WARN|FAIL|skip) +{re.escape(name)} ", out, re.M), name
     assert out.rstrip().endswith("eBPF backend: ready (--backend auto uses eBPF).")
@@ -348,7 +362,7 @@ CAP_BPF_PERFMON = (1 << preflight.CAP_BPF) | (1 << preflight.CAP_PERFMON)
     ],
 )
 def test_check_privileges(caps: int, euid: int, status: str, detail: str) -> None:
-    check = doctor.check_privileges(caps, euid)
+    check = doctor_kernel.check_privileges(caps, euid)
     assert (check.status, check.detail, check.required) == (status, detail, True)
     assert bool(check.fix) == (status == "fail")
 
@@ -356,7 +370,7 @@ def test_check_privileges(caps: int, euid: int, status: str, detail: str) -> Non
 def test_check_kernel_is_informational() -> None:
     """The release is shown, never judged: features are probed (vendor kernels backport)."""
     for release in ("4.18.0-553.el8_10.x86_64", "5.10.0-28-amd64", "6.1.0-18-amd64"):
-        assert doctor.check_kernel(release) == Check("kernel", "ok", f"Linux {release}", value=release)
+        assert doctor_kernel.check_kernel(release) == Check("kernel", "ok", f"Linux {release}", value=release)
 
 
 FULL = KernelFeatures(True, True, True, True, 1, ("io_uring_submit_req", 0))
@@ -365,10 +379,10 @@ DEBIAN_5_10 = KernelFeatures(False, False, False, True, None, ("io_uring_submit_
 
 
 def test_kernel_feature_checks_say_each_fallback() -> None:
-    full = {c.name: c for c in doctor.kernel_feature_checks(FULL)}
+    full = {c.name: c for c in doctor_features.kernel_feature_checks(FULL)}
     assert all(c.status == "ok" and c.value == "yes" and not c.required for c in full.values())
     assert full["io_uring latency"].detail.startswith("io_uring_submit_req:")
-    old = {c.name: c for c in doctor.kernel_feature_checks(DEBIAN_5_10)}
+    old = {c.name: c for c in doctor_features.kernel_feature_checks(DEBIAN_5_10)}
     assert {n: c.status for n, c in old.items()} == {
         "task storage": "warn",
         "task BTF": "warn",
@@ -382,20 +396,20 @@ def test_kernel_feature_checks_say_each_fallback() -> None:
     assert not any(c.required for c in old.values())
     none = {
         c.name: c
-        for c in doctor.kernel_feature_checks(
+        for c in doctor_features.kernel_feature_checks(
             replace(DEBIAN_5_10, uring_complete_by_user_data=False, uring_submit=None, ringbuf=False)
         )
     }
     assert none["io_uring counts"].value == "no" and "NOT counted" in none["io_uring counts"].detail
     assert none["io_uring latency"].value == "no"
     assert "record" in none["BPF ring buffer"].detail and "stap" in none["BPF ring buffer"].fix
-    failed = doctor.kernel_feature_checks(OSError(1, "Operation not permitted"))
+    failed = doctor_features.kernel_feature_checks(OSError(1, "Operation not permitted"))
     assert [c.status for c in failed] == ["fail"]
-    assert doctor.check_kernel("5.11.0").status == "ok"
+    assert doctor_kernel.check_kernel("5.11.0").status == "ok"
 
 
 def test_check_btf_missing(tmp_path: Path) -> None:
-    check = doctor.check_btf(str(tmp_path / "vmlinux"))
+    check = doctor_kernel.check_btf(str(tmp_path / "vmlinux"))
     assert check.status == "fail" and check.required and "CONFIG_DEBUG_INFO_BTF" in check.detail
     assert "--backend stap" in check.fix
 
@@ -404,36 +418,36 @@ def test_check_btf_missing(tmp_path: Path) -> None:
 def test_check_jit(tmp_path: Path, text: str, status: str) -> None:
     path = tmp_path / "bpf_jit_enable"
     path.write_text(text + "\n")
-    check = doctor.check_jit(str(path))
+    check = doctor_kernel.check_jit(str(path))
     assert (check.status, check.value) == (status, text)
     assert ("net.core.bpf_jit_enable=1" in check.fix) == (status == "warn")
-    assert doctor.check_jit(str(tmp_path / "absent")).status == "ok"
+    assert doctor_kernel.check_jit(str(tmp_path / "absent")).status == "ok"
 
 
 @pytest.mark.parametrize(("text", "status"), [("0", "ok"), ("1", "ok"), ("2", "warn")])
 def test_check_io_uring_sysctl(tmp_path: Path, text: str, status: str) -> None:
     path = tmp_path / "io_uring_disabled"
     path.write_text(text + "\n")
-    assert doctor.check_io_uring_sysctl(str(path)).status == status
+    assert doctor_kernel.check_io_uring_sysctl(str(path)).status == status
 
 
 def test_btf_lookup_on_this_kernel() -> None:
     names = ["btf_trace_sys_enter", "btf_trace_io_uring_complete", "btf_trace_mysqlio_no_such_event"]
-    assert doctor.btf_types_present(names) == {
+    assert doctor_kernel.btf_types_present(names) == {
         "btf_trace_sys_enter": True,
         "btf_trace_io_uring_complete": True,
         "btf_trace_mysqlio_no_such_event": False,
     }
     with pytest.raises(OSError):
-        doctor.btf_types_present(names, "/nonexistent/vmlinux")
+        doctor_kernel.btf_types_present(names, "/nonexistent/vmlinux")
 
 
 def test_check_tracepoints_names_what_is_missing() -> None:
     found = {"btf_trace_sys_enter": True, "btf_trace_sys_exit": False}
-    check = doctor.check_tracepoints("syscall", doctor.SYSCALL_TRACEPOINTS, found, "newer kernel")
+    check = doctor_kernel.check_tracepoints("syscall", doctor_kernel.SYSCALL_TRACEPOINTS, found, "newer kernel")
     assert check.status == "fail" and check.required and check.fix == "newer kernel"
     assert check.detail == "missing from the kernel's BTF: sys_exit (present: sys_enter)"
-    failed = doctor.check_tracepoints("syscall", doctor.SYSCALL_TRACEPOINTS, OSError(2, "gone"), "x")
+    failed = doctor_kernel.check_tracepoints("syscall", doctor_kernel.SYSCALL_TRACEPOINTS, OSError(2, "gone"), "x")
     assert failed.status == "fail" and "cannot read the kernel's BTF" in failed.detail
 
 
@@ -441,27 +455,27 @@ def test_check_libbpf() -> None:
     def raises() -> tuple[int, int] | None:
         raise OSError("libbpf.so.1: cannot open shared object file")
 
-    assert doctor.check_libbpf(lambda: (1, 4)).value == "1.4"
-    old = doctor.check_libbpf(lambda: (0, 5))
+    assert doctor_kernel.check_libbpf(lambda: (1, 4)).value == "1.4"
+    old = doctor_kernel.check_libbpf(lambda: (0, 5))
     assert old.status == "fail" and old.detail == "libbpf.so.1 is 0.5; mysqlio needs >= 0.6"
-    older = doctor.check_libbpf(lambda: None)
+    older = doctor_kernel.check_libbpf(lambda: None)
     assert older.status == "fail" and "older than 0.6" in older.detail
-    missing = doctor.check_libbpf(raises)
+    missing = doctor_kernel.check_libbpf(raises)
     assert missing.status == "fail" and "libbpf1" in missing.fix
-    assert doctor.check_libbpf().value == libbpf_soname_version()
+    assert doctor_kernel.check_libbpf().value == libbpf_soname_version()
 
 
 def test_check_probe_attach_outcomes() -> None:
-    blocked = doctor.check_probe_attach([Check("BTF", "fail", "missing", "x", required=True)])
+    blocked = doctor_probe.check_probe_attach([Check("BTF", "fail", "missing", "x", required=True)])
     assert (blocked.status, blocked.detail) == ("skip", "not tried: BTF failed")
-    assert doctor.check_probe_attach([], lambda: (4096, 4096, 1, 12.0)).status == "ok"
-    miscount = doctor.check_probe_attach([], lambda: (4096, 4100, 1, 12.0))
+    assert doctor_probe.check_probe_attach([], lambda: (4096, 4096, 1, 12.0)).status == "ok"
+    miscount = doctor_probe.check_probe_attach([], lambda: (4096, 4100, 1, 12.0))
     assert miscount.status == "fail" and "counted as 4100 bytes and 1 fsyncs" in miscount.detail
 
     def stale_object() -> tuple[int, int, int, float]:
         raise KeyError("lat_a")
 
-    stale = doctor.check_probe_attach([], stale_object)
+    stale = doctor_probe.check_probe_attach([], stale_object)
     assert (stale.status, stale.detail, stale.fix) == (
         "fail",
         "KeyError: 'lat_a'",
@@ -470,7 +484,7 @@ def test_check_probe_attach_outcomes() -> None:
 
 
 def test_check_bpf_object_missing(tmp_path: Path) -> None:
-    check = doctor.check_bpf_object(str(tmp_path / "mysqlio.bpf.o"))
+    check = doctor_probe.check_bpf_object(str(tmp_path / "mysqlio.bpf.o"))
     assert check.status == "fail" and "make setup" in check.fix
 
 
@@ -478,17 +492,17 @@ def test_build_tools_only_matter_without_the_object() -> None:
     def absent(name: str) -> str | None:
         return None
 
-    assert doctor.check_build_tool("clang", True, absent).status == "skip"
-    missing = doctor.check_build_tool("clang", False, absent)
+    assert doctor_tools.check_build_tool("clang", True, absent).status == "skip"
+    missing = doctor_tools.check_build_tool("clang", False, absent)
     assert missing.status == "warn" and "apt-get install clang" in missing.fix
-    clang = doctor.check_build_tool("clang", True)
+    clang = doctor_tools.check_build_tool("clang", True)
     assert clang.status == "ok" and clang.value and re.fullmatch(r"\d+\.\d+\.\d+", clang.value)
 
 
 def test_check_stap() -> None:
-    assert doctor.check_stap(True, lambda: None).status == "ok"
-    assert doctor.check_stap(True, lambda: "no headers").status == "skip"
-    alone = doctor.check_stap(False, lambda: "install linux-headers")
+    assert doctor_tools.check_stap(True, lambda: None).status == "ok"
+    assert doctor_tools.check_stap(True, lambda: "no headers").status == "skip"
+    alone = doctor_tools.check_stap(False, lambda: "install linux-headers")
     assert alone.status == "warn" and alone.fix == "install linux-headers"
 
 
@@ -506,13 +520,13 @@ LOG = b"""\
 
 
 def test_current_run_is_the_servers_own() -> None:
-    run, how = doctor.current_run(LOG, 2001)
+    run, how = doctor_error_log.current_run(LOG, 2001)
     assert how == "this run (process 2001)"
-    assert doctor.aio_from_log(run) == ("aio", "InnoDB: Using Linux native AIO")
+    assert doctor_error_log.aio_from_log(run) == ("aio", "InnoDB: Using Linux native AIO")
     # pid 200 is not pid 2001, and an unknown pid falls back to the last run
-    run, how = doctor.current_run(LOG, 200)
-    assert how.startswith("the last run") and doctor.aio_from_log(run)[0] == "io_uring"
-    assert doctor.current_run(b"no start here\n", 1)[1].startswith("the whole log")
+    run, how = doctor_error_log.current_run(LOG, 200)
+    assert how.startswith("the last run") and doctor_error_log.aio_from_log(run)[0] == "io_uring"
+    assert doctor_error_log.current_run(b"no start here\n", 1)[1].startswith("the whole log")
 
 
 @pytest.mark.parametrize(
@@ -530,7 +544,7 @@ def test_current_run_is_the_servers_own() -> None:
     ],
 )
 def test_aio_from_log_lines(line: bytes, backend: str | None) -> None:
-    assert doctor.aio_from_log(b"x as process 1\n" + line + b"\n")[0] == backend
+    assert doctor_error_log.aio_from_log(b"x as process 1\n" + line + b"\n")[0] == backend
 
 
 def test_kernel_evidence_parsers() -> None:
@@ -539,8 +553,8 @@ def test_kernel_evidence_parsers() -> None:
         "7f0000002000-7f0000003000 rw-s 00000000 00:10 6 /[aio] (deleted)\n"
         "7f0000004000-7f0000005000 r-xp 00000000 fe:00 7 /usr/lib/x86_64-linux-gnu/libaio.so.1.0.2\n"
     )
-    assert doctor.aio_rings(maps) == 2
-    assert doctor.io_uring_instances(["anon_inode:[io_uring]", "anon_inode:[eventfd]", "/x/ibdata1"]) == 1
+    assert doctor_error_log.aio_rings(maps) == 2
+    assert doctor_error_log.io_uring_instances(["anon_inode:[io_uring]", "anon_inode:[eventfd]", "/x/ibdata1"]) == 1
     assert KernelAioEvidence(1, 0).backend() == "io_uring"
     assert KernelAioEvidence(0, 3).backend() == "aio"
     assert KernelAioEvidence(0, 0).backend() == "pwrite"
@@ -549,16 +563,18 @@ def test_kernel_evidence_parsers() -> None:
 
 
 def test_check_aio_backend_cross_checks() -> None:
-    agree = doctor.check_aio_backend("io_uring", "InnoDB: Using io_uring", KernelAioEvidence(1, 0), None)
+    agree = doctor_error_log.check_aio_backend("io_uring", "InnoDB: Using io_uring", KernelAioEvidence(1, 0), None)
     assert (agree.status, agree.value) == ("ok", "io_uring")
-    clash = doctor.check_aio_backend("io_uring", "InnoDB: Using io_uring", KernelAioEvidence(0, 2), None)
+    clash = doctor_error_log.check_aio_backend("io_uring", "InnoDB: Using io_uring", KernelAioEvidence(0, 2), None)
     assert clash.status == "warn" and "looks like aio" in clash.detail
     # MySQL 8 logs nothing at the default verbosity: the kernel's view decides
-    mysql = doctor.check_aio_backend(None, None, KernelAioEvidence(0, 5), None, "no AIO line")
+    mysql = doctor_error_log.check_aio_backend(None, None, KernelAioEvidence(0, 5), None, "no AIO line")
     assert (mysql.status, mysql.value) == ("ok", "aio")
-    off = doctor.check_aio_backend(None, None, KernelAioEvidence(None, None), "OFF", "no readable error log")
+    off = doctor_error_log.check_aio_backend(None, None, KernelAioEvidence(None, None), "OFF", "no readable error log")
     assert (off.status, off.value) == ("ok", "pwrite")
-    unknown = doctor.check_aio_backend(None, None, KernelAioEvidence(None, None), None, "no readable error log")
+    unknown = doctor_error_log.check_aio_backend(
+        None, None, KernelAioEvidence(None, None), None, "no readable error log"
+    )
     assert unknown.status == "warn" and unknown.value is None and unknown.fix
 
 
@@ -577,19 +593,19 @@ def test_check_aio_backend_cross_checks() -> None:
     ],
 )
 def test_server_defaults(option: str, version: str | None, default: str | None) -> None:
-    assert doctor.server_default(option, version) == default
+    assert doctor_settings.server_default(option, version) == default
 
 
 def test_check_setting() -> None:
     opts = ServerOptions({"innodb_use_native_aio": "0", "sync_binlog": "100"}, {"sync_binlog"}, [])
-    assert doctor.check_setting("innodb_use_native_aio", opts, "10.11.6-MariaDB").value == "OFF"
-    assert doctor.check_setting("sync_binlog", opts, None).detail.startswith("100 (configured)")
-    assert doctor.check_setting("innodb_flush_method", opts, None).detail.startswith(
+    assert doctor_settings.check_setting("innodb_use_native_aio", opts, "10.11.6-MariaDB").value == "OFF"
+    assert doctor_settings.check_setting("sync_binlog", opts, None).detail.startswith("100 (configured)")
+    assert doctor_settings.check_setting("innodb_flush_method", opts, None).detail.startswith(
         "not set: the default of this server version"
     )
     hidden = ServerOptions({"sync_binlog": "1"}, {"sync_binlog"}, ["/etc/mysql/my.cnf"])
-    assert doctor.check_setting("sync_binlog", hidden, None).value == "1"  # from the command line
-    blind = doctor.check_setting("innodb_flush_method", hidden, None)
+    assert doctor_settings.check_setting("sync_binlog", hidden, None).value == "1"  # from the command line
+    blind = doctor_settings.check_setting("innodb_flush_method", hidden, None)
     assert (blind.status, blind.detail) == ("warn", "unknown: cannot read /etc/mysql/my.cnf")
 
 
@@ -600,20 +616,20 @@ def test_find_target_without_a_server(sleeper: int) -> None:
     def several() -> int:
         raise UserError("several servers are running, choose one with -p PID: 1 (a), 2 (b)")
 
-    pid, skipped = doctor.find_target(None, none_running)
+    pid, skipped = doctor_server.find_target(None, none_running)
     assert pid is None and (skipped.status, skipped.required) == ("skip", False)
-    assert doctor.server_checks(None, none_running) == [skipped]
-    pid, check = doctor.find_target(None, several)
+    assert doctor_server.server_checks(None, none_running) == [skipped]
+    pid, check = doctor_server.find_target(None, several)
     assert pid is None and check.status == "warn" and "-p PID" in check.fix
-    pid, check = doctor.find_target(None, lambda: sleeper)  # found, but not a server
+    pid, check = doctor_server.find_target(None, lambda: sleeper)  # found, but not a server
     assert pid is None and check.status == "warn" and check.required is False
 
 
 def test_exit_code_counts_required_failures_only() -> None:
     info = Check("BPF JIT", "warn", "off", "sysctl")
-    assert doctor.exit_code([info, Check("x", "fail", "y", "z", required=False)]) == 0
-    assert doctor.exit_code([info, Check("BTF", "fail", "missing", "fix", required=True)]) == 1
-    assert doctor.exit_code([Check("probe attach", "skip", "not tried", required=True)]) == 0
+    assert doctor_check.exit_code([info, Check("x", "fail", "y", "z", required=False)]) == 0
+    assert doctor_check.exit_code([info, Check("BTF", "fail", "missing", "fix", required=True)]) == 1
+    assert doctor_check.exit_code([Check("probe attach", "skip", "not tried", required=True)]) == 0
     with pytest.raises(ValueError):
         Check("x", "bad", "y")
 
@@ -626,7 +642,7 @@ def test_render_text() -> None:
         Check("server", "ok", "mariadbd, pid 42", value="42", section="server"),
         Check("InnoDB AIO", "warn", "log says '[Note] InnoDB: [bold]x[/bold]'", "set log_error", section="server"),
     ]
-    text = doctor.format_text(checks, width=80)
+    text = doctor_render.format_text(checks, width=80)
     lines = text.splitlines()
     assert lines[0] == "Kernel and eBPF backend"
     assert re.match(r"FAIL privileges +uid 1000 without CAP_BPF$", lines[1])
@@ -635,8 +651,10 @@ def test_render_text() -> None:
     assert re.search(r"^skip SystemTap +not installed$", text, re.M)
     # text from files is shown as is, never read as rich markup
     assert "log says '[Note] InnoDB: [bold]x[/bold]'" in text and "fix: set log_error" in text
-    assert " ".join(text.split()).endswith(" " + doctor.verdict(checks))
-    assert doctor.verdict(checks).startswith("eBPF backend: not usable (privileges); no tracing backend can run here")
+    assert " ".join(text.split()).endswith(" " + doctor_render.verdict(checks))
+    assert doctor_render.verdict(checks).startswith(
+        "eBPF backend: not usable (privileges); no tracing backend can run here"
+    )
     assert all(len(line) <= 80 for line in lines)
     for check in checks:
         assert check.name in text

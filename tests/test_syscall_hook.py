@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from test_exact_iogen import assert_exact
 
-from mysqlio import doctor, syscall_hook
+from mysqlio import doctor_kernel, syscall_hook
 from traced import FileTotals, IogenRun, bpf_fdinfo, read_json_line, run_iogen_traced, stop_top
 
 BPF_PROG_TYPE_TRACEPOINT = 5
@@ -194,23 +194,23 @@ def test_mount_entry(tmp_path: Path) -> None:
 
 def test_doctor_names_tracefs_and_the_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     full = str(fake_tracefs(tmp_path / "t"))
-    found, hook = doctor.syscall_hook_checks((str(tmp_path / "no-debugfs"), full), never_mount)
+    found, hook = doctor_kernel.syscall_hook_checks((str(tmp_path / "no-debugfs"), full), never_mount)
     assert found.status == "ok" and found.value == full and found.detail == f"{full}, found mounted"
     assert hook.status == "ok" and hook.value == "tracepoints" and "16 I/O syscalls" in hook.detail
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    found, hook = doctor.syscall_hook_checks((str(tmp_path / "x"), str(empty)), lambda t: fake_tracefs(Path(t)))
+    found, hook = doctor_kernel.syscall_hook_checks((str(tmp_path / "x"), str(empty)), lambda t: fake_tracefs(Path(t)))
     assert found.status == "ok" and "was not mounted: mounted by mysqlio just now" in found.detail
 
-    found, hook = doctor.syscall_hook_checks((str(tmp_path / "y"), str(tmp_path / "z")), refused(errno.EPERM))
+    found, hook = doctor_kernel.syscall_hook_checks((str(tmp_path / "y"), str(tmp_path / "z")), refused(errno.EPERM))
     assert found.status == "warn" and "CAP_SYS_ADMIN" in found.detail and "mount -t tracefs nodev" in found.fix
     assert found.value is None and not found.required
     assert hook.status == "warn" and hook.value == "raw" and hook.fix == "see the tracefs line"
     assert not hook.required  # the raw pair works, at a cost to every syscall
 
     monkeypatch.setenv(syscall_hook.HOOK_ENV, "raw")
-    found, hook = doctor.syscall_hook_checks((str(tmp_path / "y"), str(tmp_path / "z")), never_mount)
+    found, hook = doctor_kernel.syscall_hook_checks((str(tmp_path / "y"), str(tmp_path / "z")), never_mount)
     assert found.status == "skip" and hook.value == "raw" and syscall_hook.HOOK_ENV in hook.fix
 
 

@@ -24,29 +24,16 @@ binary, which is never executed.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-_OFF = "\0off"  # value of an option switched off with skip- / disable-
-_MAX_INCLUDE_DEPTH = 10
+from .option_files import OFF, MergedOptions, apply_options, merge_options, persisted_options
+
 _MAX_SCAN = 512 << 20  # bytes of the binary searched for the version
-_SYSCONF_DIRS = ("/etc", "/etc/mysql", "/usr/etc", "/usr/local/etc", "/usr/local/mysql/etc")
 _SERVER_EXE = re.compile(r"(mysqld|mariadbd)([-.][\w.-]*)?")
-_VERSION_GROUP = re.compile(r"(mysqld|mariadb|mariadbd)-(\d+\.\d+)")
-_ALIASES = {"log_slow_query_file": "slow_query_log_file", "log_slow_queries": "slow_query_log_file"}
-# options that take the next argv word as their value when given without '='
-_NEEDS_ARG = {
-    "datadir", "basedir", "tmpdir", "pid_file", "log_basename", "log_bin_index", "relay_log",
-    "relay_log_index", "general_log_file", "slow_query_log_file", "log_tc", "innodb_tmpdir",
-    "innodb_data_file_path", "innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory",
-    "innodb_temp_data_file_path", "innodb_doublewrite_dir", "innodb_parallel_doublewrite_path",
-    "defaults_file", "defaults_extra_file", "defaults_group_suffix",
-}  # fmt: skip
-_SHORT = {"-h": "datadir", "-b": "basedir", "-t": "tmpdir"}
 
 
 @dataclass
@@ -74,193 +61,6 @@ class ServerLayout:
     version: str | None = None
     option_files: list[str] = field(default_factory=list)  # option files actually read, in order
     root: str = ""  # the server's root directory as a path here; "" when it is ours
-
-
-# -- option files --------------------------------------------------------------
-
-
-def _remove_end_comment(line: str) -> str:
-    """Cut a '#' comment that is not inside quotes (as mysys does)."""
-    quote, escape = "", False
-    for i, ch in enumerate(line):
-        if ch in "'\"" and not escape:
-            quote = ch if not quote else ("" if quote == ch else quote)
-        if not quote and ch == "#":
-            return line[:i]
-        escape = bool(quote) and ch == "\\" and not escape
-    return line
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "s": " ", '"': '"', "'": "'", "\\": "\\"}
-
-
-def _option_value(value: str) -> str:
-    """Trim, unquote and unescape an option-file value."""
-    value = value.strip()
-    if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0]:
-        value = value[1:-1]
-    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), value)
-
-
-class _OptionFiles:
-    """Reads option files (through `root`), keeping options of the wanted groups in order."""
-
-    def __init__(self, root: str, wanted: Callable[[str], bool]) -> None:
-        self.root = root
-        self.wanted = wanted
-        self.options: list[tuple[str, str | None]] = []
-        self.files: list[str] = []
-
-    def real(self, path: str) -> str:
-        """Where the server's `path` is readable from here."""
-        return self.root + path if self.root and path.startswith("/") else path
-
-    def read(self, path: str, depth: int = 0) -> None:
-        if depth > _MAX_INCLUDE_DEPTH:
-            return
-        try:
-            with open(self.real(path), encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except (OSError, ValueError):
-            return
-        self.files.append(path)
-        in_group = False
-        for raw in text.splitlines():
-            line = raw.strip()
-            if not line or line[0] in "#;":
-                continue
-            directive = re.fullmatch(r"!(include|includedir)\s+(.+)", line)
-            if directive:
-                target = os.path.join(os.path.dirname(path), directive[2].strip())
-                if directive[1] == "include":
-                    self.read(target, depth + 1)
-                else:
-                    self._read_dir(target, depth + 1)
-            elif line[0] == "[":
-                end = line.find("]")
-                in_group = end > 0 and self.wanted(line[1:end])
-            elif in_group:
-                line = _remove_end_comment(line).rstrip()
-                name, sep, value = line.partition("=")
-                self.options.append((name.strip(), _option_value(value) if sep else None))
-
-    def _read_dir(self, path: str, depth: int) -> None:
-        try:
-            names = sorted(os.listdir(self.real(path)))
-        except OSError:
-            return
-        for name in names:
-            full = os.path.join(path, name)
-            if name.endswith(".cnf") and os.path.isfile(self.real(full)):
-                self.read(full, depth)
-
-
-def _flavor(version: str | None, exe: str | None) -> str | None:
-    """'mariadb', 'mysql' or None (unknown)."""
-    if version:
-        return "mariadb" if "MariaDB" in version else "mysql"
-    if exe and os.path.basename(exe).startswith("mariadbd"):
-        return "mariadb"
-    return None
-
-
-def _group_filter(version: str | None, flavor: str | None, suffix: str) -> Callable[[str], bool]:
-    """Which [groups] the server reads (all version groups when the version is unknown)."""
-    base = {"mysqld", "server"}
-    prefixes = {"mysqld"}
-    if flavor != "mysql":
-        base |= {"mariadb", "mariadbd", "client-server", "galera"}
-        prefixes |= {"mariadb", "mariadbd"}
-    major_minor = re.match(r"\d+\.\d+", version or "")
-    suffix = suffix.lower()
-
-    def wanted(group: str) -> bool:
-        names = {group.strip().lower()}
-        if suffix:
-            names |= {n[: -len(suffix)] for n in names if n.endswith(suffix)}
-        for name in names:
-            vgroup = _VERSION_GROUP.fullmatch(name)
-            if name in base or (
-                vgroup and vgroup[1] in prefixes and (major_minor is None or vgroup[2] == major_minor[0])
-            ):
-                return True
-        return False
-
-    return wanted
-
-
-# -- command line and option values ------------------------------------------
-
-
-def _parse_cmdline(cmdline: Sequence[str]) -> list[tuple[str, str | None]]:
-    """mysqld's argv as (option name, value or None) in order."""
-    out: list[tuple[str, str | None]] = []
-    args = list(cmdline[1:])
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        i += 1
-        if arg == "--":
-            break
-        if arg.startswith("--"):
-            name, sep, value = arg[2:].partition("=")
-            if not sep and _norm(name)[0] in _NEEDS_ARG and i < len(args) and not args[i].startswith("-"):
-                value, sep, i = args[i], "=", i + 1
-            out.append((name, value if sep else None))
-        elif arg[:2] in _SHORT:
-            value = arg[2:]
-            if not value and i < len(args):
-                value, i = args[i], i + 1
-            out.append((_SHORT[arg[:2]], value))
-    return out
-
-
-def _norm(name: str) -> tuple[str, bool]:
-    """Canonical option name ('-' = '_', loose- dropped, aliases) and whether it is switched off."""
-    n = name.strip().lower().replace("-", "_")
-    n = n.removeprefix("loose_")
-    off = n.startswith(("skip_", "disable_"))
-    if off:
-        n = n.split("_", 1)[1]
-    n = n.removeprefix("enable_")
-    return _ALIASES.get(n, n), off
-
-
-def _apply(opts: dict[str, str], items: Sequence[tuple[str, str | None]]) -> None:
-    """Apply options in order; later ones win. A bare option is stored as ''."""
-    for raw, value in items:
-        name, off = _norm(raw)
-        if off:
-            opts[name] = _OFF
-        elif name == "log_basename" and value:
-            # MariaDB: sets these names at this point of the option list
-            opts.update(
-                _log_basename=value,
-                log_error=f"{value}.err",
-                slow_query_log_file=f"{value}-slow.log",
-                general_log_file=f"{value}.log",
-                log_bin_index=f"{value}-bin.index",
-                relay_log=f"{value}-relay-bin",
-                relay_log_index=f"{value}-relay-bin.index",
-            )
-        else:
-            opts[name] = value or ""
-
-
-def _persisted(text: str) -> list[tuple[str, str]]:
-    """(name, value) pairs of MySQL 8's mysqld-auto.cnf (any format version); ValueError if not JSON."""
-    found: list[tuple[str, str]] = []
-    stack = [json.loads(text)]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        for key, val in node.items():
-            if isinstance(val, dict) and "Value" in val:
-                found.append((key, str(val["Value"])))
-            elif isinstance(val, dict):
-                stack.append(val)
-    return found
 
 
 def _strip_ext(name: str) -> str:
@@ -302,38 +102,24 @@ def layout_from(
     another root: resolved in that root, `host_root` prepended); `host_root`
     also prefixes the option files listed.
     """
-    env = environ or {}
-    argv = _parse_cmdline(cmdline)
-    meta: dict[str, str] = {}
-    _apply(meta, argv)
-    flavor = _flavor(version, exe or (cmdline[0] if cmdline else None))
-    suffix = meta.get("defaults_group_suffix") or env.get("MARIADB_GROUP_SUFFIX") or env.get("MYSQL_GROUP_SUFFIX", "")
-    files = _OptionFiles(root, _group_filter(version, flavor, suffix))
-    if "no_defaults" not in meta:
-        if meta.get("defaults_file"):
-            files.read(meta["defaults_file"])
-        else:
-            home = env.get("MARIADB_HOME") or env.get("MYSQL_HOME")
-            dirs = [*_SYSCONF_DIRS, *([home] if home else [])]
-            for path in dict.fromkeys(os.path.join(d, "my.cnf") for d in dirs):
-                files.read(path)
-            if meta.get("defaults_extra_file"):
-                files.read(meta["defaults_extra_file"])
-    opts: dict[str, str] = {}
-    _apply(opts, files.options)
-    _apply(opts, argv)
+    merged = merge_options(cmdline, version=version, exe=exe, root=root, environ=environ)
+    opts, files = merged.values, merged.files
     datadir = cwd or _resolve(opts.get("datadir"), opts.get("basedir"), os.path.normpath)  # the server's name
-    if datadir and "no_defaults" not in meta and opts.get("persisted_globals_load", "ON").upper() not in ("OFF", "0"):
+    if (
+        datadir
+        and "no_defaults" not in merged.meta
+        and opts.get("persisted_globals_load", "ON").upper() not in ("OFF", "0")
+    ):
         auto = os.path.join(datadir, "mysqld-auto.cnf")
         try:
             with open(files.real(auto), encoding="utf-8") as f:
-                _apply(opts, _persisted(f.read()))
+                apply_options(opts, persisted_options(f.read()))
             files.files.append(auto)
         except (OSError, ValueError):
             pass
-    if not opts.get("tmpdir") or opts["tmpdir"] == _OFF:
-        opts["tmpdir"] = env.get("TMPDIR") or "/tmp"  # mysqld's own default
-    layout = _build(opts, os.path.normpath(datadir) if datadir else None, flavor, version, realpath)
+    if not opts.get("tmpdir") or opts["tmpdir"] == OFF:
+        opts["tmpdir"] = (environ or {}).get("TMPDIR") or "/tmp"  # mysqld's own default
+    layout = _build(opts, os.path.normpath(datadir) if datadir else None, merged.flavor, version, realpath)
     layout.option_files = [host_root + path for path in files.files]
     layout.root = host_root
     return layout
@@ -341,10 +127,10 @@ def layout_from(
 
 def _resolve(value: str | None, base: str | None, realpath: Callable[[str], str]) -> str | None:
     """Absolute, canonical path of an option value (relative to `base`); None if unset."""
-    if not value or value == _OFF:
+    if not value or value == OFF:
         return None
     if not os.path.isabs(value):
-        if not base or base == _OFF or not os.path.isabs(base):
+        if not base or base == OFF or not os.path.isabs(base):
             return None
         value = os.path.join(base, value)
     return realpath(value)
@@ -357,7 +143,7 @@ def _build(
 
     def val(name: str) -> str | None:
         value = opts.get(name)
-        return None if value in (None, _OFF, "") else value
+        return None if value in (None, OFF, "") else value
 
     def path(value: str | None) -> str | None:
         return _resolve(value, datadir, rp)
@@ -371,7 +157,7 @@ def _build(
     major = re.match(r"\d+", version or "")
     if log_bin is None and flavor == "mysql" and major and int(major[0]) >= 8:
         lay.log_bin, lay.log_bin_basename = True, path("binlog")  # on by default since 8.0
-    elif log_bin is not None and log_bin != _OFF:
+    elif log_bin is not None and log_bin != OFF:
         lay.log_bin = True
         lay.log_bin_basename = path(_strip_ext(log_bin) if log_bin else pid_stem and f"{pid_stem}-bin")
     if lay.log_bin:
@@ -407,7 +193,7 @@ def _build(
 # -- a live process ------------------------------------------------------------
 
 
-def _readlink(path: str) -> str | None:
+def read_link(path: str) -> str | None:
     try:
         return os.readlink(path).removesuffix(" (deleted)")
     except OSError:
@@ -503,21 +289,37 @@ def realpath_in_root(root: str, path: str, max_links: int = 40) -> str:
     return "/" + "/".join(resolved)
 
 
+def _read_cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode(errors="surrogateescape") for a in f.read().split(b"\0")[:-1]]
+
+
+def read_options(pid: int, version: str | None) -> MergedOptions | None:
+    """The options of process `pid` as mysqld merges them from its option files and
+    command line (not mysqld-auto.cnf); None when its command line cannot be read."""
+    try:
+        cmdline = _read_cmdline(pid)
+    except OSError:
+        return None
+    root, _ = _root(pid)
+    exe = read_link(f"/proc/{pid}/exe")
+    return merge_options(cmdline, version=version, exe=exe, root=root, environ=_read_environ(pid))
+
+
 def read_layout(pid: int) -> ServerLayout:
     """The layout of the mysqld / mariadbd process `pid`; empty for any other process."""
     proc = f"/proc/{pid}"
     try:
-        with open(f"{proc}/cmdline", "rb") as f:
-            cmdline = [a.decode(errors="surrogateescape") for a in f.read().split(b"\0")[:-1]]
+        cmdline = _read_cmdline(pid)
     except OSError:
         return ServerLayout()
-    exe = _readlink(f"{proc}/exe")
+    exe = read_link(f"{proc}/exe")
     name = os.path.basename(exe or (cmdline[0] if cmdline else ""))
     if not _SERVER_EXE.fullmatch(name):
         return ServerLayout()
     root, realpath = _root(pid)
     host = host_root(pid) if root else ""
-    cwd = _readlink(f"{proc}/cwd")
+    cwd = read_link(f"{proc}/cwd")
     return layout_from(
         cmdline,
         to_server_path(cwd, host) if cwd else None,

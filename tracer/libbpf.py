@@ -504,3 +504,16 @@ def kernel_btf_has(
 def lib() -> Any:
     """The libbpf CDLL with its signatures declared."""
     return _get().lib
+
+
+def libbpf_version() -> tuple[int, int] | None:
+    """(major, minor) of the loadable libbpf.so.1; None when it is older than 0.6
+    (no libbpf_major_version). Raises OSError when it cannot be loaded."""
+    # Not through _Lib: an old libbpf lacks symbols it declares. A second CDLL of the
+    # same library shares its handle.
+    cdll = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    if not hasattr(cdll, "libbpf_major_version"):
+        return None
+    cdll.libbpf_major_version.restype = ctypes.c_uint32
+    cdll.libbpf_minor_version.restype = ctypes.c_uint32
+    return int(cdll.libbpf_major_version()), int(cdll.libbpf_minor_version())

@@ -41,7 +41,7 @@ import pymysql
 import pymysql.cursors
 
 from .errors import UserError
-from .layout import _norm, _OptionFiles
+from .option_files import OptionFiles, norm_option
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_PORT = 3306
@@ -102,7 +102,7 @@ class _TaggedOptions(list):  # type: ignore[type-arg]
         self.origins.append(self._current_file())
 
 
-class _ClientOptionFiles(_OptionFiles):
+class _ClientOptionFiles(OptionFiles):
     """The server layout's option-file reader, minus world-writable files, which
     the mysql client ignores (anyone could have put a password or socket there),
     plus the file each option came from (`options.origins`)."""
@@ -155,7 +155,7 @@ def read_client_defaults(defaults_file: str | None = None, files: Sequence[str] 
     found = ClientDefaults(files=reader.files)
     # the reader appends in file order, so later values simply overwrite earlier ones
     for (raw, value), origin in zip(reader.options, reader.options.origins, strict=True):
-        name, off = _norm(raw)
+        name, off = norm_option(raw)
         if name == "password":
             found.password = None if off else value
             found.password_prompt = value is None and not off

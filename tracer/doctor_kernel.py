@@ -1,0 +1,252 @@
+"""Doctor's eBPF prerequisites: privileges, the kernel, BTF, the JIT, io_uring's sysctl,
+libbpf, the BTF raw tracepoints the probes attach to, tracefs and the syscall hook."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable, Iterable, Sequence
+
+from . import preflight, syscall_hook
+from .doctor_check import Check
+from .errors import BpfError
+from .libbpf import kernel_btf_has, libbpf_version
+
+# The probes attach to these BTF raw tracepoints (probes/mysqlio.bpf.c, SEC("tp_btf/...")).
+SYSCALL_TRACEPOINTS = ("sys_enter", "sys_exit")
+IO_URING_TRACEPOINTS = ("io_uring_complete",)
+# bpf_object__next_map / __next_program, the newest symbols mysqlio.libbpf calls, came in 0.6
+# (as did libbpf_major_version, so a libbpf without it is too old anyway).
+MIN_LIBBPF = (0, 6)
+JIT_PATH = "/proc/sys/net/core/bpf_jit_enable"
+IO_URING_SYSCTL = "/proc/sys/kernel/io_uring_disabled"
+
+
+# ---- privileges and kernel ---------------------------------------------------
+
+
+def check_privileges(caps: int | None = None, euid: int | None = None) -> Check:
+    caps = preflight.effective_caps() if caps is None else caps
+    euid = os.geteuid() if euid is None else euid
+    if preflight.has_bpf_privileges(caps):
+        if euid == 0:
+            who = "root"
+        elif caps & (1 << preflight.CAP_SYS_ADMIN):
+            who = f"uid {euid} with CAP_SYS_ADMIN"
+        else:
+            who = f"uid {euid} with CAP_BPF and CAP_PERFMON"
+        return Check("privileges", "ok", who, required=True, value="ok")
+    return Check(
+        "privileges",
+        "fail",
+        f"uid {euid} without CAP_BPF + CAP_PERFMON (effective capabilities {caps:#x})",
+        "run as root (sudo mysqlio ...), or grant CAP_BPF and CAP_PERFMON (kernel >= 5.8) "
+        "plus CAP_SYS_PTRACE to read the server's open files",
+        required=True,
+        value="missing",
+    )
+
+
+def check_kernel(release: str | None = None) -> Check:
+    """The release, for the record: what the probes can do is asked of the kernel
+    itself (kernel_feature_checks), since vendor kernels carry backports."""
+    release = release or platform.release()
+    return Check("kernel", "ok", f"Linux {release}", value=release)
+
+
+def check_btf(path: str = preflight.BTF_PATH) -> Check:
+    if os.path.exists(path):
+        size = os.path.getsize(path)
+        return Check("BTF", "ok", f"{path} ({size / 1e6:.1f} MB)", required=True, value=path)
+    return Check(
+        "BTF",
+        "fail",
+        f"{path} is missing: the kernel was built without CONFIG_DEBUG_INFO_BTF",
+        "use a kernel with BTF (most distributions since 2020 have it), or --backend stap",
+        required=True,
+    )
+
+
+def check_jit(path: str = JIT_PATH) -> Check:
+    try:
+        with open(path) as f:
+            value = f.read().strip()
+    except OSError:
+        # no sysctl: built with CONFIG_BPF_JIT_ALWAYS_ON, or without BPF JIT support
+        return Check("BPF JIT", "ok", f"{path} absent (JIT always on, or not built)", value=None)
+    if value == "0":
+        return Check(
+            "BPF JIT",
+            "warn",
+            "off: the probes run interpreted, several times slower",
+            "sysctl -w net.core.bpf_jit_enable=1",
+            value=value,
+        )
+    return Check("BPF JIT", "ok", "on" + (" (with debug output)" if value == "2" else ""), value=value)
+
+
+def check_io_uring_sysctl(path: str = IO_URING_SYSCTL) -> Check:
+    """Whether programs may create io_uring instances (MariaDB's preferred InnoDB backend)."""
+    try:
+        with open(path) as f:
+            value = f.read().strip()
+    except OSError:
+        return Check("io_uring allowed", "ok", "yes (no kernel.io_uring_disabled sysctl)", value="0")
+    if value == "0":
+        return Check("io_uring allowed", "ok", "yes (kernel.io_uring_disabled = 0)", value=value)
+    if value == "1":
+        return Check(
+            "io_uring allowed",
+            "ok",
+            "only for root and the group kernel.io_uring_group (kernel.io_uring_disabled = 1)",
+            value=value,
+        )
+    return Check(
+        "io_uring allowed",
+        "warn",
+        "no (kernel.io_uring_disabled = 2): MariaDB falls back to libaio or simulated AIO",
+        "sysctl -w kernel.io_uring_disabled=0 if you want InnoDB to use io_uring (mysqlio traces all three)",
+        value=value,
+    )
+
+
+# ---- libbpf and BTF type lookups ------------------------------------------------
+
+
+def check_libbpf(version_of: Callable[[], tuple[int, int] | None] = libbpf_version) -> Check:
+    """`version_of` gives (major, minor), None for a libbpf older than 0.6, or raises OSError."""
+    version: tuple[int, int] | OSError | None
+    try:
+        version = version_of()
+    except OSError as exc:
+        version = exc
+    if isinstance(version, OSError):
+        return Check(
+            "libbpf",
+            "fail",
+            f"libbpf.so.1 cannot be loaded ({version})",
+            "install libbpf 1.x: apt-get install libbpf1 (Debian/Ubuntu), dnf install libbpf (RHEL/Fedora)",
+            required=True,
+        )
+    if version is None or version < MIN_LIBBPF:
+        found = "older than 0.6" if version is None else f"{version[0]}.{version[1]}"
+        return Check(
+            "libbpf",
+            "fail",
+            f"libbpf.so.1 is {found}; mysqlio needs >= {MIN_LIBBPF[0]}.{MIN_LIBBPF[1]}",
+            "install a newer libbpf (Debian 12 / Ubuntu 22.04 and later have 1.x)",
+            required=True,
+            value=None if version is None else f"{version[0]}.{version[1]}",
+        )
+    text = f"{version[0]}.{version[1]}"
+    return Check("libbpf", "ok", f"libbpf.so.1, version {text}", required=True, value=text)
+
+
+def btf_types_present(names: Iterable[str], path: str = preflight.BTF_PATH) -> dict[str, bool]:
+    """Which of `names` the kernel's BTF defines. Raises OSError when libbpf or the
+    BTF file cannot be used."""
+
+    try:
+        return kernel_btf_has(names, path)
+    except BpfError as exc:  # libbpf.so.1 itself could not be loaded
+        raise OSError(str(exc)) from None
+
+
+def check_tracepoints(what: str, events: Sequence[str], found: dict[str, bool] | Exception, missing_fix: str) -> Check:
+    """`found` maps btf_trace_<event> to presence (or says why the lookup failed)."""
+    name = f"{what} tracepoints"
+    if isinstance(found, Exception):
+        return Check(name, "fail", f"cannot read the kernel's BTF: {found}", "see the BTF line", required=True)
+    missing = [e for e in events if not found.get(f"btf_trace_{e}")]
+    if missing:
+        return Check(
+            name,
+            "fail",
+            f"missing from the kernel's BTF: {', '.join(missing)} (present: "
+            f"{', '.join(e for e in events if e not in missing) or 'none'})",
+            missing_fix,
+            required=True,
+        )
+    return Check(name, "ok", ", ".join(events) + " (BTF raw tracepoints; no kprobes needed)", required=True)
+
+
+def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
+    names = [f"btf_trace_{e}" for e in (*SYSCALL_TRACEPOINTS, *IO_URING_TRACEPOINTS)]
+    found: dict[str, bool] | Exception
+    try:
+        found = btf_types_present(names, btf_path)
+    except OSError as exc:
+        found = exc
+    return [
+        check_tracepoints(
+            "syscall",
+            SYSCALL_TRACEPOINTS,
+            found,
+            "the kernel lacks raw syscall tracepoints (CONFIG_FTRACE_SYSCALLS): use --backend stap",
+        ),
+        check_tracepoints(
+            "io_uring",
+            IO_URING_TRACEPOINTS,
+            found,
+            "io_uring requests are counted at io_uring_complete (CONFIG_IO_URING): use a newer kernel, "
+            "or --backend stap",
+        ),
+    ]
+
+
+def syscall_hook_checks(
+    dirs: tuple[str, ...] = syscall_hook.TRACEFS_DIRS, mount: Callable[[str], None] = syscall_hook.mount_tracefs
+) -> list[Check]:
+    """Where tracefs is (libbpf's place; mounted there now if nothing was, as
+    mysqlio does before it traces) and which syscall hook the probes will use:
+    the per-syscall tracepoints cost nothing to the syscalls mysqlio does not
+    account, of any process; the raw pair runs for all of them."""
+    choice = syscall_hook.choose(dirs, mount, quiet=True)
+    return [check_tracefs(choice), check_syscall_hook(choice)]
+
+
+def check_tracefs(choice: syscall_hook.HookChoice) -> Check:
+    name = "tracefs"
+    tracefs = choice.tracefs
+    if tracefs is None:
+        return Check(name, "skip", f"not looked at: {syscall_hook.HOOK_ENV}=raw")
+    if tracefs.events:
+        debugfs = tracefs.path == syscall_hook.DEBUGFS_TRACING
+        where = tracefs.path + (" (under debugfs, where libbpf looks first)" if debugfs else "")
+        how = {
+            "now": "was not mounted: mounted by mysqlio just now",
+            "mysqlio": "mounted by mysqlio (an earlier run)",
+        }.get(tracefs.mounted_by, "found mounted")
+        return Check(name, "ok", f"{where}, {how}", value=tracefs.path)
+    if _root_only(tracefs):
+        return Check(name, "skip", f"not checked: tracefs at {tracefs.path} is readable by root only")
+    return Check(name, "warn", tracefs.problem, tracefs.fix, value=tracefs.path if tracefs.mounted else None)
+
+
+def _root_only(tracefs: syscall_hook.Tracefs) -> bool:
+    return tracefs.mounted and not tracefs.events and not os.access(tracefs.path, os.R_OK | os.X_OK)
+
+
+def check_syscall_hook(choice: syscall_hook.HookChoice) -> Check:
+    name = "syscall hook"
+    tracefs = choice.tracefs
+    forced = f" (forced by {syscall_hook.HOOK_ENV})" if choice.forced else ""
+    if tracefs is not None and _root_only(tracefs):
+        return Check(name, "skip", "not checked: tracefs is readable by root only")
+    if choice.hook == "tracepoints":
+        if tracefs is not None and not tracefs.events:
+            return Check(
+                name,
+                "warn",
+                f"{syscall_hook.describe(choice.hook)}{forced}, but tracefs lacks them: attaching will fail",
+                "see the tracefs line",
+                value=choice.hook,
+            )
+        return Check(name, "ok", syscall_hook.describe(choice.hook) + forced, value=choice.hook)
+    return Check(
+        name,
+        "warn",
+        syscall_hook.describe(choice.hook) + (forced or " (no per-syscall tracepoints: see the tracefs line)"),
+        f"unset {syscall_hook.HOOK_ENV}" if choice.forced else "see the tracefs line",
+        value=choice.hook,
+    )

@@ -1,4 +1,4 @@
-"""The in-kernel aggregator: load mysqlio.bpf.o for one pid and drain its counts.
+"""The eBPF backend: load mysqlio.bpf.o for one pid and drain its counts (a `probe.Probe`).
 
 Each `drain()` swaps the active stats map (stats_a <-> stats_b) in the
 one-slot map-in-map. The kernel waits for an RCU grace period on that update,
@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import bpf_types as bt
@@ -20,6 +19,8 @@ from .errors import BpfError
 from .kernel_features import KernelFeatures
 from .latency import Histogram
 from .libbpf import BpfMap, BpfObject
+from .probe import Drops, FileIdentity, KernelName, LatencyRow, OpCount
+from .ringbuf import RingBufferReader
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 BPF_MAP_TYPE_HASH_LRU = 9
@@ -37,62 +38,14 @@ def bpf_object_path() -> str:
     return os.environ.get("MYSQLIO_BPF_OBJECT", str(DEFAULT_OBJECT))
 
 
-@dataclass(frozen=True)
-class FileIdentity:
-    """A file as the kernel knows it: device (userspace st_dev encoding) and inode."""
-
-    dev: int
-    ino: int
-
-    @classmethod
-    def from_kernel(cls, kdev: int, ino: int) -> FileIdentity:
-        # the kernel's dev_t is major << 20 | minor; stat() encodes it differently
-        return cls(os.makedev(kdev >> 20, kdev & 0xFFFFF), ino)
-
-    def kernel_key(self) -> bt.FileId:
-        kdev = (os.major(self.dev) << 20) | os.minor(self.dev)
-        return bt.FileId(ino=self.ino, dev=kdev)
-
-
-@dataclass(frozen=True)
-class OpCount:
-    """What one (file, op, api) row of the kernel map held for an interval."""
-
-    file: FileIdentity
-    tid: int
-    op: bt.Op
-    api: bt.Api
-    bytes: int
-    ops: int
-    errors: int
-
-
-@dataclass(frozen=True)
-class LatencyRow:
-    """Latencies of one (file, op, api) over an interval."""
-
-    file: FileIdentity
-    op: bt.Op
-    api: bt.Api
-    hist: Histogram
-
-
-@dataclass(frozen=True)
-class KernelName:
-    """A file's path as walked from its dentry in the kernel."""
-
-    path: str
-    complete: bool
-    deleted: bool
-
-
-class IoProbe:
+class BpfProbe:
     """Attach the probes to one process and read what it did, interval by interval."""
 
     def __init__(self, pid: int, object_path: str | None = None, record_ring_bytes: int = 0) -> None:
         """record_ring_bytes > 0 also streams one event per request through a
         ring buffer of that size (a power of two, multiple of the page size)."""
         self.pid = pid
+        self._ring_bytes = record_ring_bytes
         self._obj = BpfObject(object_path or bpf_object_path())
         self._check_layout()
         try:
@@ -220,20 +173,23 @@ class IoProbe:
         """libaio iocbs and io_uring requests waiting for their completion now."""
         return sum(sum(1 for _ in table.keys(ctypes.c_uint64)) for table in self._pending)
 
-    def drops(self) -> bt.Drops:
+    def drops(self) -> Drops:
         """Cumulative counts of what could not be accounted: the kernel's, and
         the pending requests aged out here."""
         kernel = self._obj.read_bss("drops", bt.DropCounters).as_dict()
-        return bt.Drops({**kernel, "aged_out": self._aged_out})
+        return Drops({**kernel, "aged_out": self._aged_out})
 
     def kernel_name(self, file: FileIdentity) -> KernelName | None:
         raw = bt.FileName()
-        if not self._names.lookup(file.kernel_key(), raw):
+        if not self._names.lookup(_file_key(file), raw):
             return None
         return _kernel_name(raw)
 
-    def events_map_fd(self) -> int:
-        return self._obj.map("events").fd
+    def events_reader(self) -> RingBufferReader:
+        """The ring buffer of the record mode (opened with record_ring_bytes)."""
+        if not self._ring_bytes:
+            raise ValueError("this probe was opened without a ring buffer (record_ring_bytes 0)")
+        return RingBufferReader(self._obj.map("events").fd, self._ring_bytes)
 
     def thread_name(self, tid: int) -> str | None:
         """The thread's name when it last started a row (it may have exited since)."""
@@ -244,12 +200,12 @@ class IoProbe:
 
     def forget_name(self, file: FileIdentity) -> None:
         """Let the kernel walk the file's path again at its next request."""
-        self._names.delete(file.kernel_key())
+        self._names.delete(_file_key(file))
 
     def close(self) -> None:
         self._obj.close()
 
-    def __enter__(self) -> IoProbe:
+    def __enter__(self) -> BpfProbe:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -278,6 +234,10 @@ class _SwappedMaps:
         self._active ^= 1
         self._slot.update(ctypes.c_uint32(0), ctypes.c_uint32(self._maps[self._active].fd))
         return full
+
+
+def _file_key(file: FileIdentity) -> bt.FileId:
+    return bt.FileId(ino=file.ino, dev=file.kernel_dev)
 
 
 def _latency_row(key: bt.LatKey, value: bt.LatHist) -> LatencyRow:

@@ -103,23 +103,3 @@ class DropCounters(ctypes.Structure):
 
     def as_dict(self) -> dict[str, int]:
         return {name: int(getattr(self, name)) for name, _ in self._fields_}
-
-
-class Drops:
-    """Cumulative counts of what a probe could not account, by name (the
-    kernel's DropCounters plus userspace counters; SystemTap has its own)."""
-
-    def __init__(self, counts: dict[str, int]) -> None:
-        self._counts = dict(counts)
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self._counts)
-
-
-# Counters that lose a request's latency but not its bytes: not "lost events".
-LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
-
-
-def lost_events(drops: dict[str, int]) -> int:
-    """Requests whose bytes or event were lost, from a drops dict."""
-    return sum(v for k, v in drops.items() if k not in LATENCY_ONLY_DROPS)

@@ -11,7 +11,7 @@ from .errors import BpfError, UserError
 from .kinds import KINDS
 from .view import GROUPS, SORT_KEYS, Filters
 
-BACKENDS = ("auto", "bpf", "stap")  # mysqlio.stap.BACKENDS (not imported here: it pulls numpy)
+BACKENDS = ("auto", "bpf", "stap")  # mysqlio.backend.BACKENDS (not imported here: it pulls numpy)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -247,12 +247,13 @@ def _cmd_stap_build(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from . import stap
+    from .stap_compile import MODES
+    from .stap_modules import build_modules
 
     release = args.kernel or platform.release()
-    modes = stap.MODES if args.mode == "all" else (args.mode,)
+    modes = MODES if args.mode == "all" else (args.mode,)
     start = time.monotonic()
-    manifest = stap.build_modules(
+    manifest = build_modules(
         release,
         Path(args.output),
         modes,
@@ -293,11 +294,12 @@ def _size(text: str) -> int:
 def _traced_pid(args: argparse.Namespace) -> int:
     """The thread group to trace: -p, or the single running server; checked, with a usable
     backend chosen (args.backend becomes "bpf" or "stap")."""
-    from . import stap, target
+    from . import target
+    from .backend import select_backend
 
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
-    args.backend = stap.select_backend(args.backend, getattr(args, "stap_module", None), args.command)
+    args.backend = select_backend(args.backend, getattr(args, "stap_module", None), args.command)
     return target.tgid_of(pid)
 
 
@@ -503,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         message = str(exc)
         print(message if message.startswith("mysqlio") else f"mysqlio: {message}", file=sys.stderr)
-        log = getattr(exc, "log", "")  # stap.StapError: the end of what stap said
+        log = getattr(exc, "log", "")  # errors.StapError: the end of what stap said
         if log:
             print("mysqlio: stap said (last lines):\n" + "\n".join(log.splitlines()[-15:]), file=sys.stderr)
         return exc.exit_code

@@ -19,6 +19,16 @@ class BpfError(UserError):
         self.log = log
 
 
+class StapError(UserError):
+    """stap / staprun could not start, or stopped; `log` holds the end of what they said."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
 class TargetGone(UserError):
     """The traced process exited."""
 

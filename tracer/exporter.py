@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import CollectorRegistry
 
 from . import target
+from .backend import open_probe
 from .bursts import SYNC_CALLS, BurstTracker, Train
 from .classify import Classifier
 from .errors import TargetGone, UserError
@@ -41,7 +42,6 @@ from .latency import SUB, Histogram
 from .layout import read_layout
 from .model import Counts, Interval
 from .resolve import FileResolver
-from .stap import open_probe
 from .top import IntervalSampler, StopFlag, TopOptions, run_loop
 from .units import printable
 

@@ -19,15 +19,13 @@ from typing import Any
 import numpy as np
 
 from . import target
-from .bpf_types import lost_events
+from .backend import open_probe
 from .classify import Classifier
 from .errors import TargetGone
 from .follow import trace_following
 from .layout import read_layout
-from .probe import FileIdentity, IoProbe
+from .probe import EventReader, FileIdentity, Probe, lost_events
 from .resolve import FileResolver
-from .ringbuf import RingBufferReader
-from .stap import StapProbe, open_probe
 from .top import StopFlag
 from .trace import FileInfo, TraceMeta, TraceWriter, file_keys
 from .units import human_bytes
@@ -47,7 +45,7 @@ class RecordOptions:
     quiet: bool = False
     ring_bytes: int = DEFAULT_RING_BYTES
     command: str = ""
-    backend: str = "bpf"  # "bpf" | "stap", chosen by stap.select_backend()
+    backend: str = "bpf"  # "bpf" | "stap", chosen by backend.select_backend()
     follow: bool = False  # when the server exits, wait for it to restart; the trace notes the gap
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql): samples stored in the trace
 
@@ -64,7 +62,7 @@ def parse_size(text: str) -> int:
 class _Names:
     """(kernel dev, ino) -> FileInfo and tid -> thread name, looked up once each."""
 
-    def __init__(self, probe: IoProbe, resolver: FileResolver, classifier: Classifier, pid: int) -> None:
+    def __init__(self, probe: Probe, resolver: FileResolver, classifier: Classifier, pid: int) -> None:
         self._probe = probe
         self._resolver = resolver
         self._classifier = classifier
@@ -175,10 +173,7 @@ def _record_process(session: _Session, pid: int) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
     options = session.options
     with open_probe(options.backend, pid, options.ring_bytes, stop=session.stop.event) as probe:
-        if isinstance(probe, StapProbe):
-            ring = probe.events_reader()
-        else:
-            ring = RingBufferReader(probe.events_map_fd(), options.ring_bytes)
+        ring = probe.events_reader()
         if not options.quiet:
             name = target.process_name(pid)
             print(f"mysqlio: recording pid {pid} ({name}) to {options.output}, Ctrl-C to stop", file=sys.stderr)
@@ -194,7 +189,7 @@ def _record_process(session: _Session, pid: int) -> int:
             session.lost_total = max(session.lost_total, lost)
 
 
-def _loop(session: _Session, pid: int, probe: IoProbe, ring: RingBufferReader, names: _Names) -> int:
+def _loop(session: _Session, pid: int, probe: Probe, ring: EventReader, names: _Names) -> int:
     options, writer = session.options, session.writer
     start = session.started
     pending: list[np.ndarray] = []
@@ -229,7 +224,7 @@ def _done(options: RecordOptions, pid: int, start: float, now: float, writer: Tr
     return ""
 
 
-def _flush(session: _Session, pending: list[np.ndarray], probe: IoProbe, names: _Names) -> None:
+def _flush(session: _Session, pending: list[np.ndarray], probe: Probe, names: _Names) -> None:
     """Write what the ring held (and the server samples taken meanwhile) as one batch."""
     events = np.concatenate(pending)
     # the per-interval aggregates are not used here; drain them so they never

@@ -635,7 +635,8 @@ def _check_performance_schema(conn: pymysql.connections.Connection, who: str) ->
 
 def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Exit 0 when every judged file agrees, 1 when one differs or nothing could be judged."""
-    from . import mapped_files, stap
+    from . import mapped_files
+    from .backend import open_probe, select_backend
     from .classify import Classifier
     from .layout import read_layout
     from .resolve import FileResolver
@@ -644,7 +645,7 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     pid = args.pid if args.pid is not None else target.find_server()
     target.check_pid(pid)
     pid = target.tgid_of(pid)
-    backend = stap.select_backend(getattr(args, "backend", "auto"))  # before a password prompt
+    backend = select_backend(getattr(args, "backend", "auto"))  # before a password prompt
     connector = Connector.resolve(ConnectionOptions.from_args(args), pid, timeout_s=VERIFY_TIMEOUT_S)
     conn = connector.open()
     try:
@@ -672,7 +673,7 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 raise UserError(f"lost the connection to {connector.describe()}: {error_text(exc)}") from None
             return Reading(files, redo)
 
-        with stap.open_probe(backend, pid) as probe:
+        with open_probe(backend, pid) as probe:
             resolver = FileResolver(pid, probe.kernel_name)
             resolver.scan_fds()
             sampler = IntervalSampler(probe, resolver, classifier, pid)

@@ -1,0 +1,177 @@
+"""What a data source gives the commands, whatever the backend: the rows of an interval and
+the `Probe` protocol that `top`, `record`, the exporter and `verify` call.
+
+Two backends implement `Probe` today, each in a module of its own: `bpf_probe.BpfProbe`
+(the eBPF programs) and `stap_probe.StapProbe` (the SystemTap scripts); `backend` is the
+only module that knows both (it chooses one and opens it).
+
+The protocol is split by capability, so that a further source need implement only what it
+has:
+- `CountSource`: per-interval rows (`OpCount` counters, `LatencyRow` histograms), what
+  could not be counted (`Drops`, cumulative) and what this kernel keeps from being counted
+  (`uncounted()`, notes shown by top);
+- `NameSource`: the kernel's name of a file and of a thread, seen when the request was made;
+- `Probe`: both, plus the per-request event stream of `record` (`events_reader()`) and its
+  lifetime (close, context manager).
+A third source (page cache, writeback, block device: issue 17) is a `CountSource`: its rows
+have the same shape, keyed by `FileIdentity` (op codes of its own for what it counts), so the
+model, views, sinks and trace files take them as they are; names still come from the syscall
+probe and /proc. Only the engine that drains the sources and `backend.open_probe` learn
+about it, not each command.
+
+Devices: the kernel's dev_t is major << 20 | minor (the eBPF maps, the scripts, trace
+events); userspace's st_dev (stat(), /proc, FileIdentity) is glibc's encoding. The
+conversions are here, and only here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from .bpf_types import Api, Op
+from .latency import Histogram
+
+KERNEL_MINOR_BITS = 20
+
+
+def dev_from_kernel(kdev: int) -> int:
+    """The st_dev of a kernel dev_t (major << 20 | minor)."""
+    return os.makedev(kdev >> KERNEL_MINOR_BITS, kdev & ((1 << KERNEL_MINOR_BITS) - 1))
+
+
+def dev_to_kernel(dev: int) -> int:
+    """The kernel dev_t (major << 20 | minor) of an st_dev."""
+    return (os.major(dev) << KERNEL_MINOR_BITS) | os.minor(dev)
+
+
+def dev_label(dev: int) -> str:
+    """An st_dev as people write it: "major:minor"."""
+    return f"{os.major(dev)}:{os.minor(dev)}"
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """A file as the kernel knows it: device (userspace st_dev encoding) and inode."""
+
+    dev: int
+    ino: int
+
+    @classmethod
+    def from_kernel(cls, kdev: int, ino: int) -> FileIdentity:
+        return cls(dev_from_kernel(kdev), ino)
+
+    @property
+    def kernel_dev(self) -> int:
+        return dev_to_kernel(self.dev)
+
+
+@dataclass(frozen=True)
+class OpCount:
+    """What one (file, thread, op, api) row held for an interval."""
+
+    file: FileIdentity
+    tid: int
+    op: Op
+    api: Api
+    bytes: int
+    ops: int
+    errors: int
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    """Latencies of one (file, op, api) over an interval."""
+
+    file: FileIdentity
+    op: Op
+    api: Api
+    hist: Histogram
+
+
+@dataclass(frozen=True)
+class KernelName:
+    """A file's path as walked from its dentry in the kernel."""
+
+    path: str
+    complete: bool
+    deleted: bool
+
+
+class Drops:
+    """Cumulative counts of what a probe could not account, by name (the eBPF
+    probe's kernel and userspace counters; SystemTap has its own)."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self._counts = dict(counts)
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self._counts)
+
+
+# Counters that lose a request's latency but not its bytes: not "lost events".
+LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
+
+
+def lost_events(drops: dict[str, int]) -> int:
+    """Requests whose bytes or event were lost, from a drops dict."""
+    return sum(v for k, v in drops.items() if k not in LATENCY_ONLY_DROPS)
+
+
+class EventReader(Protocol):
+    """record's stream of requests: each read() returns those that arrived since the last."""
+
+    def read(self) -> np.ndarray:
+        """EVENT_DTYPE records, on CLOCK_MONOTONIC."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class CountSource(Protocol):
+    """Counters and latencies, interval by interval."""
+
+    def drain(self) -> list[OpCount]:
+        """Everything counted since the previous drain."""
+        ...
+
+    def drain_latency(self) -> list[LatencyRow]:
+        """Latency histograms of the requests completed since the previous call."""
+        ...
+
+    def drops(self) -> Drops: ...
+
+    def uncounted(self) -> list[str]:
+        """What this kernel keeps the source from counting, one sentence each."""
+        ...
+
+
+class NameSource(Protocol):
+    """Names the kernel saw when the traced process made its requests."""
+
+    def kernel_name(self, file: FileIdentity) -> KernelName | None: ...
+
+    def thread_name(self, tid: int) -> str | None:
+        """None: not known here (the caller reads /proc/PID/task/TID/comm)."""
+        ...
+
+    def forget_name(self, file: FileIdentity) -> None:
+        """Let the kernel walk the file's path again at its next request."""
+        ...
+
+
+class Probe(CountSource, NameSource, Protocol):
+    """A syscall backend attached to one process (opened by `backend.open_probe`)."""
+
+    def events_reader(self) -> EventReader:
+        """record mode: the per-request events."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Probe: ...
+
+    def __exit__(self, *exc: object) -> None: ...

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from throttled_disk import ThrottledDisk, throttled_disk
 
-from mysqlio.bpf_types import lost_events
+from mysqlio.probe import lost_events
 from traced import attached_line, read_json_line, report_json, start_iogen
 
 WRITE_IOPS = 5
@@ -228,14 +228,14 @@ def test_without_io_uring_submit_req_uring_is_counted_not_timed(
     """A kernel without a submission tracepoint that carries the request: the probe
     leaves its submit program out. io_uring requests are still counted exactly (at
     completion); they just have no latency. Simulated here by taking the feature away."""
+    from mysqlio import bpf_probe as probe_mod
     from mysqlio import kernel_features
-    from mysqlio import probe as probe_mod
     from mysqlio.bpf_types import Api
 
     monkeypatch.setenv(kernel_features.FEATURES_ENV, "-uring_submit")
     gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "uring"])
     try:
-        with probe_mod.IoProbe(gen.pid) as probe:
+        with probe_mod.BpfProbe(gen.pid) as probe:
             assert probe.uring_latency is False
             assert gen.stdin is not None and gen.stdout is not None
             gen.stdin.write("go\n")
@@ -261,14 +261,14 @@ def test_requests_never_completed_are_aged_out_and_counted(
     while in flight: each is counted once as aged_out, and its completion, which
     comes later, once as lat_unmatched (its latency unknown, its bytes counted).
     The tables end empty."""
-    from mysqlio import probe as probe_mod
+    from mysqlio import bpf_probe as probe_mod
 
     monkeypatch.setattr(probe_mod, "PENDING_MAX_AGE_S", 0.05)
     monkeypatch.setattr(probe_mod, "AGING_EVERY_S", 0.0)
     work = tempfile.mkdtemp(dir=disk.mount)
     gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "3"], disk.enter_cgroup)
     try:
-        with probe_mod.IoProbe(gen.pid) as probe:
+        with probe_mod.BpfProbe(gen.pid) as probe:
             assert gen.stdin is not None and gen.stdout is not None
             gen.stdin.write("go\n")
             gen.stdin.flush()

@@ -27,18 +27,18 @@ from pathlib import Path
 
 import pytest
 
-from mysqlio import preflight
-from mysqlio import stap as stapmod
+from mysqlio import backend, preflight, stap_compile, stap_modules, stap_process
 from mysqlio import stap_protocol as proto
 from mysqlio.bpf_types import Api, Op
 from mysqlio.classify import Classifier
-from mysqlio.errors import UserError
+from mysqlio.errors import StapError, UserError
 from mysqlio.layout import read_layout
+from mysqlio.mountinfo import Mount, MountTable
 from mysqlio.probe import FileIdentity
 from mysqlio.record import _Names
 from mysqlio.report import build_report, report_json
 from mysqlio.resolve import FileResolver
-from mysqlio.stap import MountTable, StapError, StapProbe, replay_probe
+from mysqlio.stap_probe import StapProbe, replay_probe
 from mysqlio.top import IntervalSampler
 from mysqlio.trace import TraceMeta, TraceReader, TraceWriter
 from traced import COUNTERS, FileTotals, assert_one_line_error
@@ -112,7 +112,7 @@ class Build:
         )
 
     def run(self, mode: str, last_pass: int) -> subprocess.CompletedProcess[str]:
-        cmd = stapmod.compile_command(mode, release=self.release, runtime=self.runtime, last_pass=last_pass)
+        cmd = stap_compile.compile_command(mode, release=self.release, runtime=self.runtime, last_pass=last_pass)
         return subprocess.run(
             cmd, cwd=self.work, env=self.env, capture_output=True, text=True, check=False, timeout=1200
         )
@@ -125,7 +125,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Build:
     release = headers_release()
     work = tmp_path_factory.mktemp("stap-build")
     cache = Path(os.environ.get("MYSQLIO_TEST_STAP_CACHE") or work / "cache")
-    runtime = stapmod.compat_runtime(release, cache_dir=cache)  # a stable path: part of stap's cache keys
+    runtime = stap_compile.compat_runtime(release, cache_dir=cache)  # a stable path: part of stap's cache keys
     env = {**os.environ, "SYSTEMTAP_DIR": str(cache), "XDG_CACHE_HOME": str(cache)}
     return Build(release, runtime, work, env)
 
@@ -138,9 +138,9 @@ def compiled(build: Build) -> dict[str, Compiled]:
     out = build.work / "modules"
     proc = build.stap_build(out)
     output = proc.stdout + proc.stderr
-    manifest = json.loads((out / stapmod.MANIFEST).read_text()) if proc.returncode == 0 else {"modules": {}}
+    manifest = json.loads((out / stap_modules.MANIFEST).read_text()) if proc.returncode == 0 else {"modules": {}}
     results = {}
-    for mode in stapmod.MODES:
+    for mode in stap_compile.MODES:
         entry = manifest["modules"].get(mode, {"file": "none.ko", "compile_s": 0.0})
         results[mode] = Compiled(proc.returncode, entry["compile_s"], out / entry["file"], output)
         print(
@@ -149,15 +149,15 @@ def compiled(build: Build) -> dict[str, Compiled]:
     return results
 
 
-@pytest.mark.parametrize("mode", stapmod.MODES)
+@pytest.mark.parametrize("mode", stap_compile.MODES)
 def test_script_compiles_to_a_module(compiled: dict[str, Compiled], mode: str) -> None:
     result = compiled[mode]
     assert result.returncode == 0, result.output[-3000:]
     assert result.module.exists(), result.output[-3000:]
     vermagic = re.search(rb"vermagic=(\S+)", result.module.read_bytes())
     assert vermagic and vermagic.group(1).decode() == headers_release()
-    assert stapmod.module_release(result.module) == headers_release()
-    assert stapmod.module_info(result.module)["name"] == stapmod.MODULE_NAMES[mode]
+    assert stap_modules.module_release(result.module) == headers_release()
+    assert stap_modules.module_info(result.module)["name"] == stap_modules.MODULE_NAMES[mode]
 
 
 def test_compiles_take_minutes_not_more(compiled: dict[str, Compiled]) -> None:
@@ -167,7 +167,7 @@ def test_compiles_take_minutes_not_more(compiled: dict[str, Compiled]) -> None:
     assert total < 420, {m: round(c.seconds, 1) for m, c in compiled.items()}
 
 
-@pytest.mark.parametrize("mode", stapmod.MODES)
+@pytest.mark.parametrize("mode", stap_compile.MODES)
 def test_hot_paths_lock_nothing_before_their_filters(build: Build, compiled: dict[str, Compiled], mode: str) -> None:
     """In the C stap generates, a tracepoint handler takes SystemTap's locks on the script's
     globals only after its pid test, and a read/write handler only once the file is known to be
@@ -201,15 +201,17 @@ def test_stap_build_writes_modules_and_a_manifest(build: Build, compiled: dict[s
     from mysqlio import __version__
 
     out = compiled["top"].module.parent
-    manifest = json.loads((out / stapmod.MANIFEST).read_text())
+    manifest = json.loads((out / stap_modules.MANIFEST).read_text())
     assert manifest["kernel_release"] == build.release and manifest["mysqlio_version"] == __version__
-    assert manifest["protocol_version"] == proto.PROTOCOL_VERSION and manifest["format"] == stapmod.MANIFEST_FORMAT
-    assert manifest["scripts_sha256"] == stapmod.scripts_digest()
-    assert sorted(manifest["modules"]) == sorted(stapmod.MODES)
+    assert manifest["protocol_version"] == proto.PROTOCOL_VERSION and manifest["format"] == stap_modules.MANIFEST_FORMAT
+    assert manifest["scripts_sha256"] == stap_modules.scripts_digest()
+    assert sorted(manifest["modules"]) == sorted(stap_compile.MODES)
     for mode, entry in manifest["modules"].items():
-        assert entry["script"] == stapmod.SCRIPTS[mode]
-        assert entry["sha256"] == stapmod._sha256_file(out / entry["file"])
-    assert sorted(p.name for p in out.iterdir()) == sorted([stapmod.MANIFEST, "mysqlio_record.ko", "mysqlio_top.ko"])
+        assert entry["script"] == stap_compile.SCRIPTS[mode]
+        assert entry["sha256"] == stap_modules._sha256_file(out / entry["file"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [stap_modules.MANIFEST, "mysqlio_record.ko", "mysqlio_top.ko"]
+    )
 
 
 def test_stap_build_without_headers_is_one_line(tmp_path: Path) -> None:
@@ -226,13 +228,13 @@ def test_stap_build_without_headers_is_one_line(tmp_path: Path) -> None:
 def test_stap_build_names_a_missing_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Debian 11's headers name gcc-10, which Debian 12 has not: one line, and --cc overrides it."""
     release = headers_release()
-    assert stapmod.headers_compiler(release) in (None, *(f"gcc-{n}" for n in range(4, 20)))
-    monkeypatch.setattr(stapmod, "headers_compiler", lambda release: "gcc-99")
+    assert stap_modules.headers_compiler(release) in (None, *(f"gcc-{n}" for n in range(4, 20)))
+    monkeypatch.setattr(stap_modules, "headers_compiler", lambda release: "gcc-99")
     with pytest.raises(UserError, match="build modules with gcc-99, which is not installed here") as info:
-        stapmod.build_modules(release, tmp_path / "m")
+        stap_modules.build_modules(release, tmp_path / "m")
     assert "--cc" in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(UserError, match="--cc cc-none: no such compiler"):
-        stapmod.build_modules(release, tmp_path / "m", cc="cc-none")
+        stap_modules.build_modules(release, tmp_path / "m", cc="cc-none")
     assert not (tmp_path / "m").exists()
 
 
@@ -243,13 +245,13 @@ def test_prebuilt_module_is_checked_before_it_is_loaded(
     anything else is one line naming what is wrong."""
     built = compiled["top"].module.parent
     release = build.release
-    ok = stapmod.prebuilt_module(str(built), "top", release=release)
+    ok = stap_modules.prebuilt_module(str(built), "top", release=release)
     assert ok.module == built / "mysqlio_top.ko" and ok.release == release and ok.manifest is not None
-    assert stapmod.prebuilt_module(str(built / "mysqlio_record.ko"), "record", release=release).mode == "record"
+    assert stap_modules.prebuilt_module(str(built / "mysqlio_record.ko"), "record", release=release).mode == "record"
 
     def refused(path: Path | str, mode: str, *fragments: str, release: str = release) -> None:
         with pytest.raises(UserError) as info:
-            stapmod.prebuilt_module(str(path), mode, release=release)
+            stap_modules.prebuilt_module(str(path), mode, release=release)
         message = str(info.value)
         assert "\n" not in message and message.startswith(f"--stap-module {path}: "), message
         for fragment in fragments:
@@ -265,11 +267,11 @@ def test_prebuilt_module_is_checked_before_it_is_loaded(
     refused(copy, "top", "mysqlio_top.ko is corrupt (its checksum differs from the manifest's)")
     (copy / "mysqlio_top.ko").unlink()
     refused(copy, "top", "mysqlio_top.ko is missing")
-    manifest = json.loads((copy / stapmod.MANIFEST).read_text())
+    manifest = json.loads((copy / stap_modules.MANIFEST).read_text())
     manifest["protocol_version"] = 1
-    (copy / stapmod.MANIFEST).write_text(json.dumps(manifest))
+    (copy / stap_modules.MANIFEST).write_text(json.dumps(manifest))
     refused(copy, "record", "protocol 1", f"speaks protocol {proto.PROTOCOL_VERSION}")
-    (copy / stapmod.MANIFEST).write_text("{")
+    (copy / stap_modules.MANIFEST).write_text("{")
     refused(copy, "top", "manifest.json is corrupt")
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -278,7 +280,7 @@ def test_prebuilt_module_is_checked_before_it_is_loaded(
     (bare / "text.ko").write_text("not a module")
     refused(bare / "text.ko", "top", "not an ELF file")
     shutil.copyfile(built / "mysqlio_top.ko", bare / "top.ko")  # no manifest beside: the module's own vermagic
-    assert stapmod.prebuilt_module(str(bare / "top.ko"), "top", release=release).manifest is None
+    assert stap_modules.prebuilt_module(str(bare / "top.ko"), "top", release=release).manifest is None
     refused(bare / "top.ko", "top", f"built for kernel {release}", release="9.9.9")
 
 
@@ -294,7 +296,7 @@ def test_prebuilt_module_on_another_kernel_is_one_line(compiled: dict[str, Compi
     )
     assert_one_line_error(proc, f"built for kernel {headers_release()}", f"this machine runs {os.uname().release}")
     with pytest.raises(UserError, match="use it with --backend stap"):
-        stapmod.select_backend("bpf", str(built), "top")
+        backend.select_backend("bpf", str(built), "top")
 
 
 def test_prebuilt_needs_only_staprun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -304,24 +306,24 @@ def test_prebuilt_needs_only_staprun(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (bindir / "staprun").write_text("#!/bin/sh\n")
     (bindir / "staprun").chmod(0o755)
     monkeypatch.setenv("PATH", str(bindir))
-    problem = stapmod.stap_problem(release="1.2.3-no-headers", prebuilt=True)
+    problem = backend.stap_problem(release="1.2.3-no-headers", prebuilt=True)
     if problem is not None:  # this machine: no loadable modules, or not x86_64
         assert "stap," not in problem and "headers" not in problem
-    assert "needs stap" in (stapmod.stap_problem(release="1.2.3-no-headers") or "needs stap")
+    assert "needs stap" in (backend.stap_problem(release="1.2.3-no-headers") or "needs stap")
 
 
 def test_compat_runtime_only_when_headers_need_it(tmp_path: Path) -> None:
     release = headers_release()
-    needed = stapmod._header_declares(release, "linux/task_work.h", "task_work_cancel_func")
-    runtime = stapmod.compat_runtime(release, cache_dir=tmp_path)
-    if not needed or "task_work_cancel_func" in (stapmod.stap_runtime_dir() / "stp_task_work.c").read_text():
+    needed = stap_compile._header_declares(release, "linux/task_work.h", "task_work_cancel_func")
+    runtime = stap_compile.compat_runtime(release, cache_dir=tmp_path)
+    if not needed or "task_work_cancel_func" in (stap_compile.stap_runtime_dir() / "stp_task_work.c").read_text():
         assert runtime is None
         return
     assert runtime is not None
     patched = (runtime / "stp_task_work.c").read_text()
     assert "task_work_cancel_func(task, func)" in patched
     assert not re.search(r"\btask_work_cancel\b", patched)
-    assert stapmod.compat_runtime(release, cache_dir=tmp_path) == runtime  # made once
+    assert stap_compile.compat_runtime(release, cache_dir=tmp_path) == runtime  # made once
 
 
 # ---- the scripts and the parser agree ----
@@ -348,7 +350,7 @@ def test_each_record_has_its_emitter_and_each_script_its_records() -> None:
     for tag, emitter in EMITTERS.items():
         assert printf_formats(function_body(tapset, emitter)) == [proto.RECORD_TYPES[tag].printf_format()]
     for mode, tags in proto.SCRIPT_RECORDS.items():
-        script = stapmod.script_path(mode).read_text()
+        script = stap_compile.script_path(mode).read_text()
         used = {tag for tag, emitter in EMITTERS.items() if re.search(rf"\b{emitter}\s*\(", script)}
         assert used == set(tags), mode
 
@@ -485,7 +487,7 @@ def materialized(tmp_path: Path) -> Materialized:
     expected = json.loads((FIXTURES / "iogen-expected.json").read_text())
     want = {str(root) + f["path"]: f for f in expected["files"]}
     # the fixture's filesystem root is tmp_path/fs here
-    mounts = MountTable([stapmod.Mount(root.stat().st_dev, "/", str(root))])
+    mounts = MountTable([Mount(root.stat().st_dev, "/", str(root))])
     return Materialized(root / "srv" / "iogen", want, mounts, ids)
 
 
@@ -725,14 +727,14 @@ def test_stap_failure_is_one_line_with_stap_reason(fake_stap: Path, monkeypatch)
 
 def test_command_lines(fake_stap: Path) -> None:
     """No pid in the compiled module (stap caches one module per kernel); staprun gives it."""
-    cmd = stapmod.compile_command("record")
+    cmd = stap_compile.compile_command("record")
     assert cmd[0] == str(fake_stap / "stap") and "-p4" in cmd and "-x" not in cmd
     assert cmd[cmd.index("-I") + 1] == str(STAP_DIR / "tapset") and cmd[-1] == str(STAP_DIR / "mysqlio-record.stp")
-    run = stapmod.staprun_command(Path("/m/x.ko"), 123, "record")
+    run = stap_process.staprun_command(Path("/m/x.ko"), 123, "record")
     assert run[0] == str(fake_stap / "staprun") and run[-1] == "/m/x.ko"
     assert run[run.index("-x") + 1] == "123" and "-R" in run
-    assert run[run.index("-b") + 1] == str(stapmod.RECORD_BUFFER_MB)
-    assert "-b" not in stapmod.staprun_command(Path("/m/x.ko"), 123, "top")
+    assert run[run.index("-b") + 1] == str(stap_process.RECORD_BUFFER_MB)
+    assert "-b" not in stap_process.staprun_command(Path("/m/x.ko"), 123, "top")
 
 
 # ---- an unusable environment: one line ----
@@ -740,13 +742,13 @@ def test_command_lines(fake_stap: Path) -> None:
 
 def test_without_stap_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    problem = stapmod.stap_problem()
+    problem = backend.stap_problem()
     assert problem is not None and "\n" not in problem
     if problem.startswith("the SystemTap scripts support x86_64 only"):
         return
     assert "needs stap, which is not installed" in problem and "yum install systemtap" in problem
     with pytest.raises(UserError, match="needs stap") as info:
-        stapmod.select_backend("stap")
+        backend.select_backend("stap")
     assert "\n" not in str(info.value)
 
 
@@ -754,18 +756,18 @@ def test_auto_without_either_backend_names_both(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(preflight, "BTF_PATH", str(tmp_path / "no-btf"))
     with pytest.raises(UserError) as info:
-        stapmod.select_backend("auto")
+        backend.select_backend("auto")
     message = str(info.value)
     assert "\n" not in message and "eBPF: " in message and "SystemTap: " in message
 
 
 def test_auto_prefers_ebpf_when_it_can_run() -> None:
-    if stapmod.bpf_problem() is not None:
-        pytest.fail(f"this machine cannot run eBPF: {stapmod.bpf_problem()}")
-    assert stapmod.select_backend("auto") == "bpf"
+    if backend.bpf_problem() is not None:
+        pytest.fail(f"this machine cannot run eBPF: {backend.bpf_problem()}")
+    assert backend.select_backend("auto") == "bpf"
 
 
 def test_this_machine_stap_verdict_is_one_line() -> None:
     """Here: stap is installed, but this kernel has no loadable modules."""
-    problem = stapmod.stap_problem()
+    problem = backend.stap_problem()
     assert problem is None or "\n" not in problem

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 def bpf_ready() -> None:
     """Fail (not skip) when this machine cannot load the probes."""
     from mysqlio import preflight
-    from mysqlio.probe import bpf_object_path
+    from mysqlio.bpf_probe import bpf_object_path
 
     problems = []
     if not preflight.has_bpf_privileges():

@@ -33,6 +33,7 @@ import pyarrow.ipc as ipc
 
 from .errors import UserError
 from .events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from .probe import dev_from_kernel, dev_label
 
 FORMAT_VERSION = 1
 MAGIC_KEY = b"mysqlio"
@@ -287,12 +288,12 @@ class TraceWriter:
         for i, (d, n_ino) in enumerate(zip(u_dev.tolist(), u_ino.tolist(), strict=True)):
             info = files.get((d, n_ino))
             if info is None:
-                info = FileInfo(f"<unknown {d >> 20}:{d & 0xFFFFF} inode {n_ino}>", _UNKNOWN_KIND, None, False)
+                info = FileInfo(f"<unknown {dev_label(dev_from_kernel(d))} inode {n_ino}>", _UNKNOWN_KIND, None, False)
             path_u[i] = self._paths.get(info.path)
             kind_u[i] = self._kinds.get(info.kind)
             table_u[i] = -1 if info.table is None else self._tables.get(info.table)
             deleted_u[i] = info.deleted
-            stdev_u[i] = os.makedev(d >> 20, d & 0xFFFFF)
+            stdev_u[i] = dev_from_kernel(d)
 
         tid = np.ascontiguousarray(events["tid"])
         u_tid, tid_inv = np.unique(tid, return_inverse=True)

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).parent
@@ -28,7 +28,7 @@ setup(
     long_description_content_type="text/markdown",
     license="GPL-2.0-or-later",
     python_requires=">=3.10",
-    packages=["mysqlio"],
+    packages=["mysqlio", *(f"mysqlio.{name}" for name in find_packages("tracer"))],
     package_dir={"mysqlio": "tracer"},
     package_data={"mysqlio": ["bpf/*.bpf.o"]},
     install_requires=[

@@ -12,7 +12,7 @@ Phases, in order (the load never changes: oltp_write_only at a constant rate):
    sync it adds is one among ~150 in that second. So nothing here is periodic at
    the scale of bursts, and the truth is: no train, live or in the trace.
 2. job — the positive case: a MariaDB event rewrites a MyISAM table every PERIOD_S s
-   (`mysqlio.workload.PeriodicBulkWriter`: 4000 rows, ~3.9 MiB in 128 KiB writes to
+   (`mysqlio.devtools.workload.PeriodicBulkWriter`: 4000 rows, ~3.9 MiB in 128 KiB writes to
    its .MYD, at whole seconds). `top` must show the .MYD train with the period within
    ±5 % within three periods of CREATE EVENT, and the trace must give the same train
    with the exact bytes and writes per burst (the table's DATA_LENGTH; one write per
@@ -52,9 +52,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mysqlio.bursts import Series, detect
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
-from mysqlio.workload import PeriodicBulkWriter
+from mysqlio.bursts.detect import detect
+from mysqlio.bursts.train import Series
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.workload import PeriodicBulkWriter
 from traced import attached_line, report_json, start_top
 
 PERIOD_S = 4  # the job's period (the event scheduler's are whole seconds)

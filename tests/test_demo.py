@@ -11,7 +11,7 @@ import sys
 import psutil
 import pytest
 
-from mysqlio.demo import BURST_PERIOD_S, BURST_SCHEMA, BURST_TABLE, FIRST_BURST_DELAY_S
+from mysqlio.devtools.demo import BURST_PERIOD_S, BURST_SCHEMA, BURST_TABLE, FIRST_BURST_DELAY_S
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 

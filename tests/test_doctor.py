@@ -32,12 +32,12 @@ from mysqlio import (
     syscall_hook,
 )
 from mysqlio.bpf_probe import bpf_object_path
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.doctor_check import Check
 from mysqlio.doctor_error_log import KernelAioEvidence
 from mysqlio.doctor_settings import ServerOptions
 from mysqlio.errors import UserError
 from mysqlio.kernel_features import KernelFeatures
-from mysqlio.sandbox import MariaDB, MariaDBOptions
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 NOBODY = "65534"

@@ -3,7 +3,7 @@
 
 tools/server_roots.py builds (or finds in /var/cache/mysqlio/roots) a Debian 11
 `bullseye` root with MariaDB 10.5 and a Debian 13 `trixie` root with MariaDB
-11.8; mysqlio.sandbox.RootedMariaDB starts a throwaway server in it. For each:
+11.8; mysqlio.devtools.rooted_mariadb.RootedMariaDB starts a throwaway server in it. For each:
 
 - mysqlio finds the layout through /proc/PID/root and reports host paths that
   exist, every file of the right kind (11.8's binlog GTID index `*.idx`
@@ -39,11 +39,25 @@ import pytest
 from test_pfs_crosscheck import _delta, _describe, _quiet_snapshot, _table
 from test_verify import LOAD_TOLERANCE, _verify
 
-from mysqlio import mapped_files, verify
+from mysqlio import mapped_files
+from mysqlio.devtools.mariadb import MariaDBOptions
+from mysqlio.devtools.rooted_mariadb import RootedMariaDB
+from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.layout import read_layout, realpath_in_root
 from mysqlio.probe import FileIdentity, KernelName
 from mysqlio.resolve import FileResolver, ResolvedPath
-from mysqlio.sandbox import MariaDBOptions, RootedMariaDB, Sysbench
+from mysqlio.verify.compare import (
+    MAPPED_ROW_NOTE,
+    MIN_BYTES,
+    TOLERANCE,
+    MappedFile,
+    compare,
+    mapped_statement,
+    redo_reference,
+    verdict,
+)
+from mysqlio.verify.pfs import FileIo, rooted_paths, summary_from_rows
+from mysqlio.verify.window import Reading, TracedFile, Window
 from traced import FileTotals, attached_line, read_json_line, start_top, stop_top
 
 REPO = Path(__file__).resolve().parent.parent
@@ -459,7 +473,7 @@ def test_verify_names_through_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "var/lib/mysql/sbtest").mkdir(parents=True)
     os.symlink("/var/lib/mysql", root / "data")  # the configured datadir, a link inside the root
-    here = verify.rooted_paths(str(root), str(root))
+    here = rooted_paths(str(root), str(root))
     data = f"{root}/var/lib/mysql"
     rows = [
         ("/data/ibdata1", 10, 1, 0, 0),
@@ -468,43 +482,43 @@ def test_verify_names_through_the_root(tmp_path: Path) -> None:
         ("/data/sbtest/sbtest1.ibd", 1, 1, 0, 0),  # another instrument of the same file
         ("/usr/share/mariadb/charsets/Index.xml", 0, 0, 7, 1),
     ]
-    assert verify.summary_from_rows(rows, "/data", here) == {
-        f"{data}/ibdata1": verify.FileIo(10, 1),
-        f"{data}/undo001": verify.FileIo(20, 2),
-        f"{data}/sbtest/sbtest1.ibd": verify.FileIo(31, 4, 5, 1),
-        f"{root}/usr/share/mariadb/charsets/Index.xml": verify.FileIo(0, 0, 7, 1),
+    assert summary_from_rows(rows, "/data", here) == {
+        f"{data}/ibdata1": FileIo(10, 1),
+        f"{data}/undo001": FileIo(20, 2),
+        f"{data}/sbtest/sbtest1.ibd": FileIo(31, 4, 5, 1),
+        f"{root}/usr/share/mariadb/charsets/Index.xml": FileIo(0, 0, 7, 1),
     }
     # our own root: realpath here
     os.symlink(data, tmp_path / "link")
-    assert verify.rooted_paths("", "/proc/1/root")(f"{tmp_path}/link/ibdata1") == f"{data}/ibdata1"
+    assert rooted_paths("", "/proc/1/root")(f"{tmp_path}/link/ibdata1") == f"{data}/ibdata1"
 
 
 def test_verify_leaves_a_mapped_file_out() -> None:
     """A memory-mapped file is never judged, whatever either side says, and is stated."""
     redo, data = "/r/data/ib_logfile0", "/r/data/ibdata1"
-    quiet = verify.Reading({redo: verify.FileIo(), data: verify.FileIo()}, 100)
-    busy = verify.Reading({redo: verify.FileIo(8 << 20, 4), data: verify.FileIo(4 << 20, 256)}, 100 + (9 << 20))
+    quiet = Reading({redo: FileIo(), data: FileIo()}, 100)
+    busy = Reading({redo: FileIo(8 << 20, 4), data: FileIo(4 << 20, 256)}, 100 + (9 << 20))
     traced = {
-        data: verify.TracedFile(data, "system", io=verify.FileIo(4 << 20, 256)),
-        redo: verify.TracedFile(redo, "redo", io=verify.FileIo(1 << 20, 1)),
+        data: TracedFile(data, "system", io=FileIo(4 << 20, 256)),
+        redo: TracedFile(redo, "redo", io=FileIo(1 << 20, 1)),
     }
-    window = verify.Window((quiet, quiet), (busy, busy), traced, 5.0)
-    mapped = [verify.MappedFile(redo, "ib_logfile0", "redo", 96 << 20)]
-    rows = verify.compare(window, "/r/data", lambda _path: "other", mapped={redo})
+    window = Window((quiet, quiet), (busy, busy), traced, 5.0)
+    mapped = [MappedFile(redo, "ib_logfile0", "redo", 96 << 20)]
+    rows = compare(window, "/r/data", lambda _path: "other", mapped={redo})
     by_name = {r.name: r for r in rows}
     assert (by_name["ibdata1"].judged, by_name["ibdata1"].agrees) == (True, True)
     assert (by_name["ib_logfile0"].judged, by_name["ib_logfile0"].agrees) == (False, None)
-    assert by_name["ib_logfile0"].note == verify.MAPPED_ROW_NOTE
-    assert verify.redo_reference(window, rows, mapped) is None
-    result = verify.verdict(rows, 0, verify.MIN_BYTES, verify.TOLERANCE, ["ib_logfile0"])
+    assert by_name["ib_logfile0"].note == MAPPED_ROW_NOTE
+    assert redo_reference(window, rows, mapped) is None
+    result = verdict(rows, 0, MIN_BYTES, TOLERANCE, ["ib_logfile0"])
     assert (result.state, result.judged) == ("agree", 1)
     assert result.text.endswith("; not compared: ib_logfile0 (memory-mapped)")
-    note = verify.mapped_statement(mapped)
+    note = mapped_statement(mapped)
     assert note is not None and note.startswith("not compared: ib_logfile0 (redo) is memory-mapped")
     assert note.endswith(mapped_files.FIX)
-    assert verify.mapped_statement([]) is None
+    assert mapped_statement([]) is None
     # not mapped: the same rows are judged, the redo log like any file performance_schema counts
-    rows = verify.compare(window, "/r/data", lambda _path: "other")
+    rows = compare(window, "/r/data", lambda _path: "other")
     assert {r.name: r.agrees for r in rows} == {"ibdata1": True, "ib_logfile0": False}
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from mysqlio import layout as layout_mod
 from mysqlio.classify import Classifier
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.layout import ServerLayout, binary_version, layout_from, read_layout
-from mysqlio.sandbox import MariaDB, MariaDBOptions
 
 D = "/var/lib/mysql"
 MARIADB = "10.11.19-MariaDB"

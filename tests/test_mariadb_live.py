@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
 from traced import FileTotals, read_json_line, start_top, stop_top
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]

@@ -1,4 +1,4 @@
-"""Tests for mysqlio.sandbox: a real MariaDB per InnoDB AIO backend plus sysbench.
+"""Tests for mysqlio.devtools.mariadb: a real MariaDB per InnoDB AIO backend plus sysbench.
 
 These never skip: a missing mariadbd/sysbench is a test failure (CI must run them).
 """
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench, find_binary
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.processes import find_binary
+from mysqlio.devtools.sysbench import Sysbench
 
 pytestmark = pytest.mark.mariadb
 

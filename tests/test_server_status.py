@@ -27,6 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.processes import find_binary
+from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.errors import UserError
 from mysqlio.mysql_conn import (
     ClientDefaults,
@@ -39,7 +42,6 @@ from mysqlio.mysql_conn import (
     server_socket,
     server_tcp_port,
 )
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench, find_binary
 from mysqlio.server_status import COUNTERS, GAUGES, BackgroundSampler, PeriodicSampler, ServerStatus, StatusSampler
 from traced import assert_one_line_error
 

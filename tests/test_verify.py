@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
-from mysqlio.verify import TOLERANCE
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.verify.compare import TOLERANCE
 from traced import attached_line
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]

@@ -431,7 +431,8 @@ def _sysbench_tps(output: str) -> float:
 
 def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
     """kernel_cost and tps share one MariaDB under sysbench oltp_write_only."""
-    from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
+    from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+    from mysqlio.devtools.sysbench import Sysbench
 
     run_s = 3 if suite.smoke else 10
     rounds = 1 if suite.smoke else int(os.environ.get("MYSQLIO_BENCH_ROUNDS", "10"))

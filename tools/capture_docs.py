@@ -8,7 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mysqlio.sandbox import MariaDB, MariaDBOptions, Sysbench
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -8,8 +8,10 @@ import sys
 
 from . import __version__
 from .errors import BpfError, UserError
+from .filters import Filters
 from .kinds import KINDS
-from .view import GROUPS, SORT_KEYS, Filters
+from .model import GROUPS
+from .view import SORT_KEYS
 
 BACKENDS = ("auto", "bpf", "stap")  # mysqlio.backend.BACKENDS (not imported here: it pulls numpy)
 
@@ -291,22 +293,19 @@ def _size(text: str) -> int:
     return value
 
 
-def _traced_pid(args: argparse.Namespace) -> int:
-    """The thread group to trace: -p, or the single running server; checked, with a usable
+def _target(args: argparse.Namespace) -> int:
+    """The thread group to trace (-p, or the single running server), checked; a usable
     backend chosen (args.backend becomes "bpf" or "stap")."""
-    from . import target
-    from .backend import select_backend
+    from .session import choose_target
 
-    pid = args.pid if args.pid is not None else target.find_server()
-    target.check_pid(pid)
-    args.backend = select_backend(args.backend, getattr(args, "stap_module", None), args.command)
-    return target.tgid_of(pid)
+    pid, args.backend = choose_target(args.pid, args.backend, getattr(args, "stap_module", None), args.command)
+    return pid
 
 
 def _cmd_record(args: argparse.Namespace) -> int:
     from .record import RecordOptions, run_record
 
-    pid = _traced_pid(args)
+    pid = _target(args)
     options = RecordOptions(
         pid=pid,
         output=args.output,
@@ -323,7 +322,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from . import preflight
-    from .demo import run_demo
+    from .devtools.demo import run_demo
 
     preflight.check_bpf_environment()
     return run_demo(args.interval, args.count, _output_mode(args.json, False))
@@ -347,7 +346,7 @@ def _status_sampler(args: argparse.Namespace, pid: int):  # -> StatusSampler | N
 def _cmd_top(args: argparse.Namespace) -> int:
     from .top import TopOptions, run_top
 
-    pid = _traced_pid(args)
+    pid = _target(args)
     options = TopOptions(
         pid=pid,
         interval_s=args.interval,
@@ -412,24 +411,24 @@ def _add_trace_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
 
 
 def _trace_filters(args: argparse.Namespace):
-    from .report import Filters as TraceFilters
-
     if args.t_from is not None and args.t_to is not None and args.t_from >= args.t_to:
         raise UserError(f"--from {args.t_from:g} must be before --to {args.t_to:g}")
-    return TraceFilters(kinds=args.kind, match=args.match, t_from=args.t_from, t_to=args.t_to)
+    return Filters(kinds=args.kind, match=args.match, t_from=args.t_from, t_to=args.t_to)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from .report import build_report, print_report, report_json
+    from .report.build import build_report
+    from .report.text import print_report
+    from .report.to_json import report_json
     from .trace import TraceReader
 
     filters = _trace_filters(args)
     report = build_report(TraceReader(args.trace), args.group, filters, per_second=args.per_second)
     timeline = None
     if args.latency:
-        from .latency_report import latency_over_time, slowest_pairs
+        from .report.timeline import latency_over_time, slowest_pairs
 
         file_rows = report.rows if args.group == "file" else build_report(TraceReader(args.trace), "file", filters).rows
         timeline = latency_over_time(TraceReader(args.trace), slowest_pairs(file_rows), filters)
@@ -489,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_exporter(args)
         if args.command == "verify":
-            from .verify import run_verify
+            from .verify.command import run_verify
 
             return run_verify(args)
         if args.command == "doctor":

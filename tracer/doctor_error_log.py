@@ -16,7 +16,7 @@ LOG_SCAN_BYTES = 64 << 20  # of an error log's end: a run's start is searched th
 
 
 # Error-log lines naming InnoDB's I/O implementation, in the words of MariaDB 10.x/11.x and
-# MySQL 5.7/8.x. Values are the names mysqlio.sandbox uses: io_uring, aio (libaio), pwrite
+# MySQL 5.7/8.x. Values are the names mysqlio.devtools.mariadb uses: io_uring, aio (libaio), pwrite
 # (simulated AIO: threads doing synchronous pread/pwrite). The last match of a run wins.
 AIO_LOG_LINES = (
     ("InnoDB: Using io_uring", "io_uring"),  # MariaDB >= 10.11.12 (innodb_linux_aio)

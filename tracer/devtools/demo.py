@@ -5,7 +5,7 @@ exit, Ctrl-C included: no stray mariadbd, no leftover datadir.
 
 The load is sysbench oltp_write_only at a steady rate, plus a periodic burst:
 every BURST_PERIOD_S s a MariaDB event rewrites a MyISAM table
-(`mysqlio.workload.PeriodicBulkWriter`), about 4 MiB into its .MYD file, so the
+(`mysqlio.devtools.workload.PeriodicBulkWriter`), about 4 MiB into its .MYD file, so the
 periodic banner of `top` names it after three bursts.
 """
 
@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .sandbox import MariaDB, MariaDBOptions, Sysbench
-from .top import TopOptions, run_top
+from ..top import TopOptions, run_top
+from .mariadb import MariaDB, MariaDBOptions
+from .sysbench import Sysbench
 from .workload import PeriodicBulkWriter
 
 LOAD_SECONDS = 24 * 3600  # until the demo ends

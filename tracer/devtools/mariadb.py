@@ -1,4 +1,4 @@
-"""Throwaway MariaDB server and sysbench load for tests and the demo.
+"""Throwaway MariaDB server for tests and the demo.
 
 `MariaDB` bootstraps a private server in one temporary base directory and talks
 to it over a Unix socket only; `Sysbench` drives load against it.  Only the
@@ -15,9 +15,9 @@ Layout of the base directory (all absolute paths)::
     install-db.log  mariadb-install-db output
     mariadbd.out    server stdout/stderr (messages before the error log opens)
 
-`RootedMariaDB` is the same server taken from another Debian release's root
-directory (tools/server_roots.py), run in its own mount and pid namespace with its
-base directory inside that root: a containerised server, as seen from the host.
+`RootedMariaDB` (rooted_mariadb.py) is the same server taken from another Debian
+release's root directory, run in its own mount and pid namespace; `Sysbench`
+(sysbench.py) drives load against either.
 
 InnoDB I/O backends (MariaDB >= 10.11.12 has `innodb_linux_aio`, MDEV-36234):
 "io_uring" and "aio" set innodb_use_native_aio=ON plus innodb_linux_aio;
@@ -29,9 +29,7 @@ with innodb_linux_aio=auto, i.e. io_uring if it can be set up, else libaio).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
-import math
 import os
 import re
 import shutil
@@ -42,7 +40,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, NoReturn
+from typing import NoReturn
+
+from .processes import TAIL_LINES, die_with_parent, find_binary, run_logged, tail, wait_or_kill
 
 BACKENDS = ("default", "io_uring", "aio", "pwrite")
 
@@ -57,10 +57,8 @@ _BACKEND_LOG_LINES = (
 _START_MARKER = "] Starting MariaDB"
 _INNODB_STARTED = "InnoDB: Completed initialization of buffer pool"
 
-_PR_SET_PDEATHSIG = 1
 _SOCKET_PATH_MAX = 107  # sizeof(sun_path) - 1 on Linux
-_TAIL_LINES = 20
-_POLL_S = 0.05
+POLL_S = 0.05
 
 
 @dataclass
@@ -74,34 +72,6 @@ class MariaDBOptions:
     buffer_pool_mb: int = 128
     redo_log_mb: int = 96
     extra: dict[str, str] = field(default_factory=dict)  # more [mariadbd] options
-
-
-def _die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """In the child before exec: send it `sig` when the process that started it dies,
-    so even a kill -9 of the test or demo leaves no server behind."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
-
-
-def find_binary(name: str) -> str:
-    """Return the absolute path of a MariaDB/sysbench binary or raise."""
-    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin"])
-    path = shutil.which(name, path=search)
-    if path is None:
-        raise RuntimeError(
-            f"{name!r} not found (looked in PATH, /usr/sbin, /usr/bin); "
-            "install it, e.g. apt-get install mariadb-server mariadb-client sysbench"
-        )
-    return path
-
-
-def _tail(path: str, lines: int = _TAIL_LINES) -> str:
-    """Last `lines` lines of a text file ('' if unreadable)."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _unescape(value: str) -> str:
@@ -126,44 +96,6 @@ def _backend_options(backend: str) -> dict[str, str]:
     if backend == "default":
         return {}
     raise ValueError(f"innodb_backend must be one of {BACKENDS}, got {backend!r}")
-
-
-def _wait_or_kill(proc: subprocess.Popen[bytes], timeout_s: float, group: bool) -> None:
-    """Wait for `proc`; SIGKILL it (or its process group) after `timeout_s`."""
-    try:
-        proc.wait(timeout=timeout_s)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        if group:
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:
-            proc.kill()
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def _run_logged(cmd: list[str], log_path: str, timeout_s: float) -> int:
-    """Run `cmd` in its own session with output to `log_path`; kill all on timeout."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _wait_or_kill(proc, 0, group=True)
-        raise
-    finally:
-        if proc.poll() is None:  # KeyboardInterrupt etc.: no orphans
-            _wait_or_kill(proc, 0, group=True)
-    return proc.returncode
 
 
 class MariaDB:
@@ -233,7 +165,7 @@ class MariaDB:
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._terminate(proc)
-            _wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
+            wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
         self._remove_base()
 
     # -- what a server in another root changes (RootedMariaDB) -------------
@@ -341,7 +273,7 @@ class MariaDB:
             ]
         )
         try:
-            rc = _run_logged(cmd, log, max(1.0, deadline - time.monotonic()))
+            rc = run_logged(cmd, log, max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._fail("mariadb-install-db timed out", log)
         if rc != 0:
@@ -358,7 +290,7 @@ class MariaDB:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=functools.partial(_die_with_parent, self.PARENT_DEATH_SIGNAL),
+                preexec_fn=functools.partial(die_with_parent, self.PARENT_DEATH_SIGNAL),
             )
         self.pid = self._proc.pid
 
@@ -373,7 +305,7 @@ class MariaDB:
                 return
             if time.monotonic() > deadline:
                 self._fail("mariadbd did not answer SELECT 1 before the timeout")
-            time.sleep(_POLL_S)
+            time.sleep(POLL_S)
 
     def _ping(self) -> bool:
         """Return True if `SELECT 1` succeeds."""
@@ -386,8 +318,8 @@ class MariaDB:
     def _fail(self, reason: str, output: str = "") -> NoReturn:
         """Raise RuntimeError with the error-log tail and the tail of `output`."""
         output = output or os.path.join(self.base_dir, "mariadbd.out")
-        msg = f"{reason}\n--- {self.error_log} (last {_TAIL_LINES} lines):\n{_tail(self.error_log)}"
-        text = _tail(output)
+        msg = f"{reason}\n--- {self.error_log} (last {TAIL_LINES} lines):\n{tail(self.error_log)}"
+        text = tail(output)
         if text:
             msg += f"\n--- {output}:\n{text}"
         raise RuntimeError(msg)
@@ -538,211 +470,3 @@ class MariaDB:
             ob, oc, orb, orc = summary.get(path, (0, 0, 0, 0))
             summary[path] = (ob + int(wbytes), oc + int(wcount), orb + int(rbytes), orc + int(rcount))
         return summary
-
-
-class RootedMariaDB(MariaDB):
-    """A throwaway mariadbd of another Debian release, started from here inside that
-    release's root directory (tools/server_roots.py builds them) and in its own mount
-    and pid namespace, which is how a containerised server looks from the host::
-
-        unshare --mount --pid --fork --kill-child --root=ROOT --mount-proc \\
-            env -i PATH=... mariadbd --defaults-file=/srv/mysqlio-.../my.cnf --user=mysql
-
-    The base directory (datadir, socket, logs) is ROOT/srv/mysqlio-<creator pid>-<hex>.
-    Every attribute (base_dir, datadir, socket, error_log, ...) is the path here;
-    server_path() gives the server's own name for it (its option file and its
-    performance_schema use those), host_path() the reverse. The server runs as the
-    root's mysql user, as a packaged one does (started as root with log_bin, MariaDB
-    10.5 aborts: EACCES on its binlog index). `pid` is mariadbd itself (pid 1 of its
-    namespace), not the unshare process waiting for it; stop() sends it SIGTERM. Base
-    directories whose creator has died (a killed test) are removed by the next start()
-    in the same root. Needs root.
-    """
-
-    USER = "mysql"
-    # unshare blocks SIGTERM; a SIGKILL ends it, and its --kill-child kills the server
-    PARENT_DEATH_SIGNAL = signal.SIGKILL
-    SPAWN_TIMEOUT_S = 10.0
-    BASE_PARENT = "srv"
-    _BASE_NAME = re.compile(r"mysqlio-(\d+)-[0-9a-f]+")
-    _PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-
-    def __init__(self, root: str, options: MariaDBOptions | None = None) -> None:
-        super().__init__(options)
-        self.root = os.path.realpath(root)
-        self.unshare_pid = 0
-
-    def server_path(self, path: str) -> str:
-        if path == self.root:
-            return "/"
-        return path[len(self.root) :] if path.startswith(self.root + "/") else path
-
-    def host_path(self, path: str) -> str:
-        return self.root + path if os.path.isabs(path) else path
-
-    def _server_binary(self, name: str) -> str:
-        for directory in ("/usr/sbin", "/usr/bin"):
-            if os.path.isfile(self.root + f"{directory}/{name}"):
-                return f"{directory}/{name}"
-        raise RuntimeError(f"no {name} in {self.root} (build the root with tools/server_roots.py)")
-
-    def _command(self, argv: list[str]) -> list[str]:
-        ns = [find_binary("unshare"), "--mount", "--pid", "--fork", "--kill-child", f"--root={self.root}"]
-        return [*ns, "--mount-proc", "/usr/bin/env", "-i", f"PATH={self._PATH}", "HOME=/", *argv]
-
-    def _account(self) -> tuple[int, int]:
-        """uid and gid of the root's mysql user (its own /etc/passwd)."""
-        with open(os.path.join(self.root, "etc/passwd")) as f:
-            for line in f:
-                fields = line.split(":")
-                if fields[0] == self.USER and len(fields) > 3:
-                    return int(fields[2]), int(fields[3])
-        raise RuntimeError(f"no user {self.USER!r} in {self.root}/etc/passwd")
-
-    def _remove_stale(self, parent: str) -> None:
-        """Base directories of sandboxes whose creator is gone."""
-        for name in os.listdir(parent):
-            found = self._BASE_NAME.fullmatch(name)
-            if found and not os.path.exists(f"/proc/{found[1]}"):
-                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-
-    def _make_layout(self) -> None:
-        self._server_binary("mariadbd")
-        uid, gid = self._account()
-        parent = os.path.join(self.root, self.BASE_PARENT)
-        os.makedirs(parent, exist_ok=True)
-        self._remove_stale(parent)
-        self._requested_base = os.path.join(parent, f"mysqlio-{os.getpid()}-{os.urandom(4).hex()}")
-        super()._make_layout()
-        for directory, _, files in os.walk(self.base_dir):
-            os.chown(directory, uid, gid)
-            for name in files:
-                os.chown(os.path.join(directory, name), uid, gid)
-
-    def config_settings(self) -> dict[str, str]:
-        return {key: self.server_path(value) for key, value in super().config_settings().items()}
-
-    def _spawn(self, mariadbd: str) -> None:
-        super()._spawn(mariadbd)
-        self.unshare_pid = self.pid
-        self.pid = self._server_pid(mariadbd)
-
-    def _server_pid(self, mariadbd: str) -> int:
-        """The forked child of unshare once it has become mariadbd."""
-        assert self._proc is not None
-        want = os.stat(self.root + mariadbd)
-        deadline = time.monotonic() + self.SPAWN_TIMEOUT_S
-        children = f"/proc/{self.unshare_pid}/task/{self.unshare_pid}/children"
-        while True:
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                child = int(Path(children).read_text().split()[0])
-                exe = os.stat(f"/proc/{child}/exe")
-                if (exe.st_dev, exe.st_ino) == (want.st_dev, want.st_ino):
-                    return child
-            code = self._proc.poll()
-            if code is not None:
-                self._fail(f"unshare exited with code {code} before mariadbd started")
-            if time.monotonic() > deadline:
-                self._fail(f"no mariadbd under unshare (pid {self.unshare_pid}) after {self.SPAWN_TIMEOUT_S:g}s")
-            time.sleep(_POLL_S)
-
-    def wait_clean(self, timeout_s: float = 60) -> None:
-        """MariaDB.wait_clean() after purge has caught up: MariaDB 10.5 leaves a short
-        history unpurged while idle (31 undo logs for minutes after sysbench prepare),
-        which it may purge at any later time. innodb_max_purge_lag_wait=0 (10.5.7+)
-        returns once the history is empty."""
-        self.sql("SET GLOBAL innodb_max_purge_lag_wait=0")
-        super().wait_clean(timeout_s)
-
-    def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
-        if self.pid and self.pid != self.unshare_pid:
-            os.kill(self.pid, signal.SIGTERM)  # pid 1 of its namespace: it handles SIGTERM
-        else:
-            proc.kill()  # not mariadbd yet: unshare's --kill-child takes the child with it
-
-
-class Sysbench:
-    """sysbench 1.0 OLTP load against a `MariaDB` sandbox (database sbtest)."""
-
-    DB = "sbtest"
-
-    def __init__(self, db: MariaDB, tables: int = 2, table_size: int = 10000, threads: int = 2) -> None:
-        self.db = db
-        self.tables = tables
-        self.table_size = table_size
-        self.threads = threads
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._out: IO[bytes] | None = None
-
-    def _cmd(self, script: str, *args: str) -> list[str]:
-        """Build the sysbench command line for `script`."""
-        return [
-            find_binary("sysbench"),
-            script,
-            "--db-driver=mysql",
-            f"--mysql-socket={self.db.socket}",
-            "--mysql-user=root",
-            "--mysql-password=",
-            f"--mysql-db={self.DB}",
-            f"--tables={self.tables}",
-            f"--table-size={self.table_size}",
-            f"--threads={self.threads}",
-            *args,
-        ]
-
-    def prepare(self) -> None:
-        """Create the sbtest database and its tables (oltp_write_only prepare)."""
-        self.db.sql(f"CREATE DATABASE IF NOT EXISTS {self.DB}")
-        res = subprocess.run(
-            self._cmd("oltp_write_only", "prepare"),
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-        if res.returncode != 0:
-            raise RuntimeError(f"sysbench prepare failed:\n{res.stdout}\n{res.stderr}")
-
-    def start(self, seconds: float, rate: int = 0, script: str = "oltp_write_only") -> None:
-        """Run `script` in the background for ceil(seconds) s (rate=0: unlimited)."""
-        if self._proc is not None and self._proc.poll() is None:
-            raise RuntimeError("sysbench is already running")
-        self._close_output()
-        run_s = max(1, math.ceil(seconds))
-        self._out = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()/next start()
-        self._proc = subprocess.Popen(
-            self._cmd(script, f"--time={run_s}", f"--rate={rate}", "--events=0", "run"),
-            stdin=subprocess.DEVNULL,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait(self, timeout_s: float | None = None) -> str:
-        """Wait for the run to finish; return its output, raise if it failed."""
-        if self._proc is None or self._out is None:
-            raise RuntimeError("no sysbench run to wait for (not started, or stopped)")
-        self._proc.wait(timeout=timeout_s)
-        output = self._read_output()
-        if self._proc.returncode != 0:
-            raise RuntimeError(f"sysbench exited with {self._proc.returncode}:\n{output}")
-        return output
-
-    def stop(self) -> None:
-        """Terminate a running load (no-op if none)."""
-        proc = self._proc
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            _wait_or_kill(proc, 10, group=False)
-        self._close_output()
-
-    def _read_output(self) -> str:
-        """Everything sysbench printed so far."""
-        assert self._out is not None
-        self._out.seek(0)
-        return self._out.read().decode(errors="replace")
-
-    def _close_output(self) -> None:
-        """Drop the output file of the previous run."""
-        if self._out is not None:
-            self._out.close()
-            self._out = None

@@ -31,8 +31,8 @@ import re
 import time
 from dataclasses import dataclass
 
-from .sandbox import MariaDB
-from .units import human_bytes
+from ..units import human_bytes
+from .mariadb import MariaDB
 
 _IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 

@@ -20,18 +20,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mysqlio.bursts import (
-    BATCH,
-    LIVE,
-    BurstTracker,
-    Series,
-    Train,
-    burst_spans,
-    detect,
-    explain,
-    render_trains,
-    trains_from_trace,
-)
+from mysqlio.bursts.detect import detect
+from mysqlio.bursts.explain import explain
+from mysqlio.bursts.live import BurstTracker
+from mysqlio.bursts.render import burst_spans, render_trains
+from mysqlio.bursts.rules import BATCH, LIVE
+from mysqlio.bursts.series import trains_from_trace
+from mysqlio.bursts.train import Series, Train
 from mysqlio.events import EVENT_DTYPE
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
 from traced import attached_line, read_json_line, start_top, stop_top

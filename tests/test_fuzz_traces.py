@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mysqlio.errors import UserError
-from mysqlio.report import build_report, report_json
+from mysqlio.report.build import build_report
+from mysqlio.report.to_json import report_json
 from mysqlio.trace import TraceReader
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "example.trace").read_bytes()

@@ -26,11 +26,15 @@ import pytest
 from rich.console import Console
 
 from mysqlio import latency
-from mysqlio import report as report_mod
 from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from mysqlio.filters import Filters
 from mysqlio.latency import percentile
 from mysqlio.plot import plot_series, plot_trace
-from mysqlio.report import Filters, build_report, render_report, report_json
+from mysqlio.report import build as report_build
+from mysqlio.report.build import build_report
+from mysqlio.report.model import Report
+from mysqlio.report.text import render_report
+from mysqlio.report.to_json import report_json
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
 from traced import COUNTERS, assert_one_line_error
 
@@ -54,7 +58,7 @@ def run_cli(*args: str, cwd: Path = FIXTURES) -> subprocess.CompletedProcess[str
     return subprocess.run([*MYSQLIO, *args], capture_output=True, text=True, cwd=cwd, timeout=60, check=False)
 
 
-def render(r: report_mod.Report, width: int) -> str:
+def render(r: Report, width: int) -> str:
     """The text report at a fixed width, as `print_report` writes it when piped."""
     console = Console(width=width, color_system=None, record=True, highlight=False, file=open(os.devnull, "w"))  # noqa: SIM115
     console.print(render_report(r, width))
@@ -274,8 +278,8 @@ def test_groups_filters_and_seconds_are_exact(tmp_path: Path) -> None:
 def test_busiest_seconds_with_settling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Settling old seconds early (as on long traces) gives the same busiest seconds."""
     path, e, ctx = synthetic(tmp_path, seed=3, nbatches=20, n=1500)
-    monkeypatch.setattr(report_mod, "SETTLE_ROWS", 10)
-    monkeypatch.setattr(report_mod, "COMPACT_ROWS", 10)
+    monkeypatch.setattr(report_build, "SETTLE_ROWS", 10)
+    monkeypatch.setattr(report_build, "COMPACT_ROWS", 10)
     r = build_report(TraceReader(str(path)), per_second=True)
     t = np.floor((e["ts_ns"].astype(np.int64) - START) / 1e9).astype(int)
     w = (e["op"] == 0) & (e["result"] >= 0)

@@ -36,7 +36,8 @@ from mysqlio.layout import read_layout
 from mysqlio.mountinfo import Mount, MountTable
 from mysqlio.probe import FileIdentity
 from mysqlio.record import _Names
-from mysqlio.report import build_report, report_json
+from mysqlio.report.build import build_report
+from mysqlio.report.to_json import report_json
 from mysqlio.resolve import FileResolver
 from mysqlio.stap_probe import StapProbe, replay_probe
 from mysqlio.top import IntervalSampler

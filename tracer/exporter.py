@@ -33,7 +33,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from . import target
 from .backend import open_probe
-from .bursts import SYNC_CALLS, BurstTracker, Train
+from .bursts.live import BurstTracker
+from .bursts.train import SYNC_CALLS, Train
 from .classify import Classifier
 from .errors import TargetGone, UserError
 from .follow import trace_following

@@ -15,11 +15,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .bursts import BurstTracker
-from .model import Interval
+from .bursts.live import BurstTracker
+from .model import GROUPS, Interval
 from .render import Header, render_screen
 from .units import human_bytes, printable
-from .view import GROUPS, SORT_KEYS, Row, ScreenState
+from .view import SORT_KEYS, ScreenRow, ScreenState
 
 HELP = "q quit · s sort · g group · l latency"
 
@@ -45,7 +45,7 @@ class LiveScreen:
         self.datadir = datadir
         self.console = console
         self.quit = False
-        self._rows: list[Row] = []
+        self._rows: list[ScreenRow] = []
         self._last: Interval | None = None
         self._live = Live(console=console, screen=True, auto_refresh=False, transient=True)
         self.bursts = BurstTracker()  # periodic bursts of the files shown: the banner

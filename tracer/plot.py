@@ -18,10 +18,15 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from .bursts import SeriesBuilder, Train, burst_spans, detect
+from .bursts.detect import detect
+from .bursts.render import burst_spans
+from .bursts.series import SeriesBuilder
+from .bursts.train import Train
 from .errors import UserError
-from .report import Decoder, Filters, SecondRows, SecondSeries, count
+from .filters import Filters
 from .trace import TraceMeta, TraceReader, open_private
+from .trace_counts import SecondRows, SecondSeries, count
+from .trace_events import Decoder, Events
 from .units import printable
 
 if TYPE_CHECKING:
@@ -47,8 +52,8 @@ class PlotSeries:
     trains: list[Train] = field(default_factory=list)  # periodic bursts found in the trace
 
 
-def _write_bytes(key: np.ndarray, size: int, ev: object) -> np.ndarray:
-    return count(key, size, ev)[:, :1]  # type: ignore[arg-type]
+def _write_bytes(key: np.ndarray, size: int, ev: Events) -> np.ndarray:
+    return count(key, size, ev)[:, :1]
 
 
 def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Filters | None = None) -> PlotSeries:

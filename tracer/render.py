@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .units import human_bytes, human_duration_ns, human_rate, printable
-from .view import Row
+from .view import ScreenRow
 
 SPARK = "▁▂▃▄▅▆▇█"
 WIDE = 120  # from this width on, a sparkline column is shown
@@ -55,7 +55,7 @@ def shorten(path: str, datadir: str | None, width: int) -> str:
     return path
 
 
-def render_header(h: Header) -> Text:
+def render_screen_header(h: Header) -> Text:
     text = Text()
     text.append(f"mysqlio top  pid {h.pid}  {printable(h.server)}", style="bold")
     text.append(f"  up {_duration(h.elapsed_s)}  every {h.interval_s:g}s\n")
@@ -67,7 +67,7 @@ def render_header(h: Header) -> Text:
 
 
 # (header, width, cell) per numeric column; "narrow" ones are kept below NARROW columns
-_COLUMNS: list[tuple[str, int, bool, Callable[[Row], str]]] = [
+_COLUMNS: list[tuple[str, int, bool, Callable[[ScreenRow], str]]] = [
     ("write/s", 9, True, lambda r: human_bytes(r.write_bps)),
     ("wops/s", 6, True, lambda r: human_rate(r.write_ops_ps)),
     ("avg wr", 8, False, lambda r: human_bytes(r.avg_write) if r.avg_write else "-"),
@@ -77,8 +77,8 @@ _COLUMNS: list[tuple[str, int, bool, Callable[[Row], str]]] = [
 ]
 
 
-def _latency_cell(cls: str, stat: str) -> Callable[[Row], str]:
-    def cell(r: Row) -> str:
+def _latency_cell(cls: str, stat: str) -> Callable[[ScreenRow], str]:
+    def cell(r: ScreenRow) -> str:
         summary = r.latency.get(cls)
         return human_duration_ns(summary[stat]) if summary else "-"
 
@@ -86,7 +86,7 @@ def _latency_cell(cls: str, stat: str) -> Callable[[Row], str]:
 
 
 # shown with --latency or the `l` key: p99 always, p50 and max from NARROW columns
-_LATENCY_COLUMNS: list[tuple[str, int, bool, Callable[[Row], str]]] = [
+_LATENCY_COLUMNS: list[tuple[str, int, bool, Callable[[ScreenRow], str]]] = [
     ("wr p50", 7, False, _latency_cell("write", "p50_ns")),
     ("wr p99", 7, True, _latency_cell("write", "p99_ns")),
     ("wr max", 7, False, _latency_cell("write", "max_ns")),
@@ -98,7 +98,7 @@ KIND_WIDTH = 12
 NARROW = 100
 
 
-def _columns(width: int, latency: bool) -> list[tuple[str, int, bool, Callable[[Row], str]]]:
+def _columns(width: int, latency: bool) -> list[tuple[str, int, bool, Callable[[ScreenRow], str]]]:
     columns = [c for c in _COLUMNS if width >= NARROW or c[2]]
     if not latency:
         return columns
@@ -109,7 +109,7 @@ def _columns(width: int, latency: bool) -> list[tuple[str, int, bool, Callable[[
 
 
 def render_table(
-    rows: list[Row], width: int, datadir: str | None = None, group: str = "file", latency: bool = False
+    rows: list[ScreenRow], width: int, datadir: str | None = None, group: str = "file", latency: bool = False
 ) -> Table:
     """The per-row table, columns chosen to fit `width` terminal columns."""
     columns = _columns(width, latency)
@@ -134,9 +134,9 @@ def render_table(
     return table
 
 
-def render_screen(header: Header, rows: list[Row], width: int, height: int | None = None) -> Group:
+def render_screen(header: Header, rows: list[ScreenRow], width: int, height: int | None = None) -> Group:
     """Header, optional burst banner, and as many rows as the height allows."""
-    parts: list[Text | Table] = [render_header(header)]
+    parts: list[Text | Table] = [render_screen_header(header)]
     if header.server_status:
         parts.append(Text(printable(header.server_status), style="cyan"))
     if header.banner:

@@ -13,9 +13,10 @@ from rich.console import Console
 
 from . import mapped_files, target
 from .bpf_types import lost_events
-from .bursts import BurstTracker
+from .bursts.live import BurstTracker
 from .classify import Classifier
 from .errors import TargetGone
+from .filters import Filters
 from .follow import trace_following
 from .layout import read_layout
 from .live import LiveScreen, cbreak, render_totals
@@ -25,7 +26,7 @@ from .probe import IoProbe
 from .resolve import FileResolver
 from .stap import open_probe
 from .units import printable
-from .view import Filters, ScreenState
+from .view import ScreenState
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Human units for byte counts and rates."""
+"""Human units for byte counts, rates and latencies."""
 
 from __future__ import annotations
 
@@ -26,17 +26,20 @@ def human_rate(n: float) -> str:
     return f"{n:.1f}"
 
 
-def human_duration_ns(ns: float | None) -> str:
-    """A latency: '85µs', '12.3ms', '1.20s'; '-' when there is none."""
+def human_duration_ns(ns: float | None, significant: bool = False) -> str:
+    """A latency: '85µs', '12.3ms', '1.20s'; '-' when there is none. With `significant`,
+    three significant digits in every unit ('1.50ms', '12.3s'), as `report` shows them;
+    without, at most one decimal below a second, to fit `top`'s narrow columns."""
     if ns is None:
         return "-"
-    if ns < 1000:
-        return f"{ns:.0f}ns"
-    if ns < 1_000_000:
-        return f"{ns / 1000:.0f}µs" if ns >= 100_000 else f"{ns / 1000:.1f}µs"
-    if ns < 1_000_000_000:
-        return f"{ns / 1_000_000:.0f}ms" if ns >= 100_000_000 else f"{ns / 1_000_000:.1f}ms"
-    return f"{ns / 1_000_000_000:.2f}s"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            v = ns / scale
+            if unit == "s" and not significant:
+                return f"{v:.2f}s"
+            decimals = 0 if v >= 100 else 1 if v >= 10 or not significant else 2
+            return f"{v:.{decimals}f}{unit}"
+    return f"{ns:.0f}ns"
 
 
 def printable(text: str) -> str:

@@ -5,17 +5,16 @@ Pure data in, data out (no terminal): `render.py` draws what this produces.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .filters import Filters
 from .latency import Histogram
 from .model import Counts, FileActivity, Interval
 
 HISTORY_LEN = 60  # sparkline: the last 60 intervals
 FADE_INTERVALS = 5  # a quiet row stays this many intervals, dimming, before it goes
-GROUPS = ("file", "kind", "table", "thread")
 SORT_KEYS = {
     "write": lambda r: r.write_bps,
     "wops": lambda r: r.write_ops_ps,
@@ -30,20 +29,11 @@ SORT_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class Filters:
-    kinds: frozenset[str] = frozenset()
-    match: re.Pattern[str] | None = None
-
-    def keep(self, f: FileActivity) -> bool:
-        if self.kinds and f.kind not in self.kinds:
-            return False
-        return not (self.match and not self.match.search(f.path))
-
-
 @dataclass
-class Row:
-    """One line of the screen: per-second rates of a file, kind, table or thread."""
+class ScreenRow:
+    """One line of the screen: per-second rates of a file, kind, table or thread over
+    the last interval, its recent history and how long it has been quiet. (A report's
+    line, report.model.GroupRow, holds totals over a whole trace instead.)"""
 
     key: str
     label: str
@@ -115,7 +105,7 @@ class ScreenState:
         self.intervals = 0
         self.elapsed_s = 0.0
 
-    def update(self, interval: Interval) -> list[Row]:
+    def update(self, interval: Interval) -> list[ScreenRow]:
         """Fold in one interval; the rows to show now."""
         self.intervals += 1
         self.elapsed_s += interval.interval_s
@@ -151,7 +141,7 @@ class ScreenState:
                 rows.append(_row(key, track, Counts(), secs))
         return self.sorted(rows)
 
-    def sorted(self, rows: Iterable[Row]) -> list[Row]:
+    def sorted(self, rows: Iterable[ScreenRow]) -> list[ScreenRow]:
         key = SORT_KEYS[self.sort]
         reverse = self.sort not in ("name", "kind")
         # quiet rows sink below active ones, in the order they went quiet
@@ -175,8 +165,8 @@ def _neg(value: float | str) -> float | str:
     return -value if isinstance(value, (int, float)) else value
 
 
-def _row(key: str, track: _Track, c: Counts, secs: float) -> Row:
-    return Row(
+def _row(key: str, track: _Track, c: Counts, secs: float) -> ScreenRow:
+    return ScreenRow(
         key=key,
         label=track.label,
         kind=track.kind,

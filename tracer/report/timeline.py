@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rich.table import Table
-from rich.text import Text
 
-from .events import LATENCY_UNKNOWN
-from .latency import CLASSES, NBUCKETS, bucket_of, percentile
-from .render import shorten
-from .report import Decoder, Filters, Report, Row
-from .trace import TraceReader
-from .units import human_duration_ns
+from ..abi import LATENCY_UNKNOWN
+from ..filters import Filters
+from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
+from ..trace import TraceReader
+from ..trace_events import Decoder
+from .model import GroupRow
 
 SLOWEST = 3  # (file, class) pairs followed over time
 MIN_REQUESTS = 10  # a pair with fewer requests is not called slow on its p99
@@ -53,7 +51,7 @@ class LatencyTimeline:
         }
 
 
-def slowest_pairs(rows: list[Row], n: int = SLOWEST) -> list[SlowPair]:
+def slowest_pairs(rows: list[GroupRow], n: int = SLOWEST) -> list[SlowPair]:
     """The n (file, class) pairs of a per-file report with the highest p99,
     among those with at least MIN_REQUESTS requests."""
     found = []
@@ -125,19 +123,3 @@ def latency_over_time(reader: TraceReader, pairs: list[SlowPair], filters: Filte
             )
         seconds.append(SecondLatency(s, row))
     return LatencyTimeline(pairs, seconds)
-
-
-def render_timeline(timeline: LatencyTimeline, report: Report, width: int) -> Table:
-    """One line per second: p99 (and request count) of each slow pair."""
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", padding=(0, 2, 0, 0))
-    table.add_column("second", justify="right", no_wrap=True)
-    col_width = max(12, (width - 10) // max(1, len(timeline.pairs)) - 2)
-    for p in timeline.pairs:
-        name = shorten(p.path, report.meta.datadir, col_width)
-        table.add_column(f"{name}\n{p.cls} p99", justify="right", no_wrap=True, max_width=col_width)
-    for s in timeline.seconds:
-        cells = [Text(str(s.t))]
-        for cell in s.cells:
-            cells.append(Text("-" if cell is None else f"{human_duration_ns(cell['p99_ns'])} ({cell['count']})"))
-        table.add_row(*cells)
-    return table

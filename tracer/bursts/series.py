@@ -1,0 +1,130 @@
+"""A recorded trace's per-file series, fed batch by batch (`SeriesBuilder`), and
+the trains of a whole trace (`trains_from_trace`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..events import OP_NAMES
+from ..filters import Filters
+from ..trace import TraceReader
+from ..trace_counts import SecondRows
+from ..trace_events import Decoder, Events
+from .detect import detect
+from .rules import MIN_BURSTS
+from .train import SYNC_CALLS, Series, Train
+
+_OP_WRITE = OP_NAMES.index("write")
+_OP_SYNC_FIRST = OP_NAMES.index("fsync")
+assert OP_NAMES[_OP_SYNC_FIRST:] == SYNC_CALLS
+
+
+class SeriesBuilder:
+    """Per-file series of a recorded trace, fed batch by batch: write bytes and
+    requests in bins of `resolution_s`, syncs in bins of `sync_resolution_s` (fine
+    enough for a once-a-second fsync). Sparse while it reads (one row per bin and
+    file with activity), dense per file when asked for the series.
+
+    `add(ev, dec)` takes a `trace_events.Events` batch and its `trace_events.Decoder`,
+    so `report.build.build_report` can feed it from its own loop."""
+
+    def __init__(self, resolution_s: float = 1.0, sync_resolution_s: float = 0.1) -> None:
+        self.resolution_s = resolution_s
+        self.sync_resolution_s = sync_resolution_s
+        self._writes = SecondRows(2)
+        self._syncs = SecondRows(1)
+        self._kind_of = np.full(0, -1, np.int64)  # path id -> kind id
+        self._sync_calls = np.zeros((0, 3), np.int64)  # path id -> fsync, fdatasync, sync_file_range
+        self._t_min = math.inf
+        self._t_max = -math.inf
+
+    def add(self, ev: Events, dec: Decoder) -> None:
+        if not len(ev.t):
+            return
+        self._t_min = min(self._t_min, float(ev.t.min()))
+        self._t_max = max(self._t_max, float(ev.t.max()))
+        n_paths = max(1, len(dec.paths.values))
+        known = len(self._kind_of)
+        if known < n_paths:  # a path's kind never changes: only new paths need theirs
+            self._kind_of = np.concatenate([self._kind_of, np.full(n_paths - known, -1, np.int64)])
+            new = ev.path >= known
+            self._kind_of[ev.path[new]] = ev.kind[new]
+        if len(self._sync_calls) < n_paths:
+            self._sync_calls = np.concatenate(
+                [self._sync_calls, np.zeros((n_paths - len(self._sync_calls), 3), np.int64)]
+            )
+        ok_op = np.where(ev.ok, ev.op, -1)
+        write = ok_op == _OP_WRITE
+        if write.any():
+            nbytes = ev.nbytes[write].astype(np.float64)
+
+            def sums(key: np.ndarray, size: int, _ev: Events) -> np.ndarray:
+                out = np.zeros((size, 2), np.int64)
+                out[:, 0] = np.rint(np.bincount(key, weights=nbytes, minlength=size))
+                out[:, 1] = np.bincount(key, minlength=size)
+                return out
+
+            sec = np.floor(ev.t[write] / self.resolution_s).astype(np.int64)
+            self._writes.add(sec, ev.path[write], n_paths, sums, ev)
+        sync = ok_op >= _OP_SYNC_FIRST
+        if sync.any():
+
+            def counts(key: np.ndarray, size: int, _ev: Events) -> np.ndarray:
+                return np.bincount(key, minlength=size).reshape(size, 1)
+
+            sec = np.floor(ev.t[sync] / self.sync_resolution_s).astype(np.int64)
+            self._syncs.add(sec, ev.path[sync], n_paths, counts, ev)
+            key = ev.path[sync] * 3 + (ok_op[sync] - _OP_SYNC_FIRST)
+            self._sync_calls += np.bincount(key, minlength=3 * n_paths).reshape(n_paths, 3)
+        if self._writes.rows > 1_000_000:
+            self._writes.compact()
+        if self._syncs.rows > 1_000_000:
+            self._syncs.compact()
+
+    def series(self, dec: Decoder, min_bins: int = MIN_BURSTS) -> list[Series]:
+        """One Series per file and metric with activity in at least `min_bins` bins,
+        each over the whole trace (idle bins included)."""
+        out: list[Series] = []
+        if self._t_max < self._t_min:
+            return out
+        for rows, r, metric in (
+            (self._writes, self.resolution_s, "write"),
+            (self._syncs, self.sync_resolution_s, "sync"),
+        ):
+            sec, ids, values = rows.compact()
+            if not len(sec):
+                continue
+            lo, hi = math.floor(self._t_min / r), math.floor(self._t_max / r)
+            order = np.argsort(ids, kind="stable")
+            sec, ids, values = sec[order], ids[order], values[order]
+            starts = np.flatnonzero(np.diff(ids, prepend=np.int64(-1)))
+            ends = np.append(starts[1:], len(ids))
+            for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+                if b - a < min_bins:
+                    continue
+                pid = int(ids[a])
+                kind_id = int(self._kind_of[pid]) if pid < len(self._kind_of) else -1
+                kind = dec.kinds.values[kind_id] if kind_id >= 0 else "other"
+                dense = np.zeros((hi - lo + 1, values.shape[1]))
+                np.add.at(dense, sec[a:b] - lo, values[a:b])
+                name = dec.paths.values[pid]
+                if metric == "write":
+                    out.append(Series(name, kind, r, lo * r, bytes=dense[:, 0], ops=dense[:, 1]))
+                else:
+                    call = SYNC_CALLS[int(np.argmax(self._sync_calls[pid]))] if pid < len(self._sync_calls) else None
+                    out.append(Series(name, kind, r, lo * r, syncs=dense[:, 0], sync_call=call))
+        return out
+
+
+def trains_from_trace(
+    reader: TraceReader, filters: Filters | None = None, resolution_s: float = 1.0, sync_resolution_s: float = 0.1
+) -> list[Train]:
+    """Read a trace (`trace.TraceReader`) and find its trains; times are seconds
+    since the start of the trace."""
+    dec = Decoder(filters)
+    builder = SeriesBuilder(resolution_s, sync_resolution_s)
+    for batch in reader.batches():
+        builder.add(dec.decode(batch), dec)
+    return detect(builder.series(dec))

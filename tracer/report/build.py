@@ -1,0 +1,143 @@
+"""`build_report`: read a trace once and summarise it (a `Report`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..bursts.detect import detect
+from ..bursts.series import SeriesBuilder
+from ..events import OP_NAMES
+from ..filters import Filters
+from ..model import COUNTER_FIELDS, GROUPS
+from ..trace import TraceReader
+from ..trace_counts import Grow, SecondRows, SecondSeries, count
+from ..trace_events import Decoder, Events
+from .groups import GroupAgg, GroupKeys, busiest_key
+from .model import BusySecond, Report, Stats
+
+_WRITE = OP_NAMES.index("write")
+
+BUSIEST = 5
+LATE_S = 3  # events may complete this many seconds out of order; older seconds are final
+SETTLE_ROWS = 200_000  # (second, file) rows kept before the older seconds are settled
+COMPACT_ROWS = 1_000_000  # (second, group) rows of --per-second before they are merged
+
+
+def _write_bytes_of(key: np.ndarray, size: int, ev: Events) -> np.ndarray:
+    w = ev.ok & (ev.op == _WRITE)
+    return np.rint(np.bincount(key[w], weights=ev.nbytes[w], minlength=size)).astype(np.int64).reshape(size, 1)
+
+
+def build_report(
+    reader: TraceReader,
+    group: str = "file",
+    filters: Filters | None = None,
+    per_second: bool = False,
+    bursts: bool = True,
+) -> Report:
+    """Read the whole trace once and summarise it."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown group {group}")
+    filters = filters or Filters()
+    dec = Decoder(filters)
+    keys = GroupKeys(group, dec)
+    kind_keys = keys if group == "kind" else GroupKeys("kind", dec)
+    agg = GroupAgg()
+    kind_agg = agg if group == "kind" else GroupAgg()
+    series = SecondSeries()
+    file_seconds = SecondRows(1)  # write bytes per (second, path id), for each second's top file
+    top: dict[int, tuple[int, int]] = {}  # second -> (path id, bytes) of its top writer
+    path_kind = Grow((), np.int64, -1)  # path id -> kind id (kinds come from the path)
+    group_seconds = SecondRows(len(COUNTER_FIELDS)) if per_second else None
+    burst_series = SeriesBuilder() if bursts else None
+    events = 0
+
+    def settle(limit: int) -> None:
+        sec, ids, wbytes = file_seconds.take_before(limit)
+        wb = wbytes[:, 0]
+        order = np.lexsort((-wb, sec))
+        first = np.ones(len(order), np.bool_)
+        first[1:] = sec[order][1:] != sec[order][:-1]
+        best = order[first]
+        for s, i, b in zip(sec[best].tolist(), ids[best].tolist(), wb[best].tolist(), strict=True):
+            if b > top.get(s, (-1, 0))[1]:  # a second settled twice (very late events): keep the larger
+                top[s] = (i, b)
+
+    for batch in reader.batches():
+        ev = dec.decode(batch)
+        if not len(ev):
+            continue
+        events += len(ev)
+        if burst_series is not None:
+            burst_series.add(ev, dec)
+        sec = ev.sec
+        gid = keys.gids(ev)
+        agg.add(gid, len(keys), ev)
+        if kind_keys is not keys:
+            kind_agg.add(kind_keys.gids(ev), len(kind_keys), ev)
+        series.add(sec, ev)
+        path_kind.ensure(len(dec.paths.values))[ev.path] = ev.kind
+        file_seconds.add(sec, ev.path, max(1, len(dec.paths.values)), _write_bytes_of, ev)
+        if group_seconds is not None:
+            group_seconds.add(sec, gid, len(keys), count, ev)
+            if group_seconds.rows > COMPACT_ROWS:
+                group_seconds.compact()
+        if file_seconds.rows > SETTLE_ROWS:
+            settle(int(sec.max()) - LATE_S)
+    settle(np.iinfo(np.int64).max)
+
+    base, per_sec = series.array()
+    busiest = []
+    if len(per_sec):
+        order = np.lexsort((np.arange(len(per_sec)), -per_sec[:, 0]))[:BUSIEST]
+        for i in order.tolist():
+            if per_sec[i, 0] <= 0:
+                continue
+            s = base + i
+            path_id, top_b = top.get(s, (-1, 0))
+            busiest.append(
+                BusySecond(
+                    t=s,
+                    stats=Stats.of(per_sec[i]),
+                    top_path=dec.paths.values[path_id] if path_id >= 0 else None,
+                    top_kind=dec.kinds.values[int(path_kind.a[path_id])] if path_id >= 0 else None,
+                    top_bytes=top_b,
+                )
+            )
+
+    per_second_rows = None
+    if group_seconds is not None:
+        per_second_rows = []
+        sec, ids, values = group_seconds.compact()
+        starts = np.flatnonzero(np.diff(sec, prepend=np.int64(-(2**62)))).tolist()
+        for start, end in zip(starts, [*starts[1:], len(sec)][: len(starts)], strict=True):
+            rows = [keys.row(int(ids[j]), Stats.of(values[j])) for j in range(start, end)]
+            per_second_rows.append((int(sec[start]), sorted(rows, key=busiest_key)))
+
+    meta = reader.meta
+    if reader.complete and reader.end_wall is not None:
+        duration = max(0.0, reader.end_wall - meta.start_wall)
+    else:
+        duration = max(0.0, dec.max_t) if dec.max_t > -math.inf else 0.0
+    return Report(
+        trace=reader.path,
+        meta=meta,
+        group=group,
+        filters=filters,
+        events_total=dec.events_total,
+        events=events,
+        duration_s=duration,
+        lost_events=reader.lost_total,
+        truncated=reader.truncated,
+        complete=reader.complete,
+        rows=keys.rows(agg),
+        kinds=kind_keys.rows(kind_agg),
+        total=kind_agg.total(),
+        busiest=busiest,
+        per_second=per_second_rows,
+        bursts=detect(burst_series.series(dec)) if burst_series is not None else None,
+        gaps=list(reader.gaps),
+        server_status=list(reader.server_status),
+    )

@@ -1,0 +1,193 @@
+"""Per-group totals of a trace: each event's group id (a file, kind, table or
+thread) and, per group, counters, APIs used and latency histograms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..abi import LATENCY_UNKNOWN
+from ..events import API_NAMES, OP_NAMES
+from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
+from ..model import COUNTER_FIELDS
+from ..trace_counts import Grow, count, dense_unique
+from ..trace_events import Decoder, Events
+from .model import GroupRow, Stats
+
+_WRITE, _READ = OP_NAMES.index("write"), OP_NAMES.index("read")
+
+
+class GroupAgg:
+    """Counters, API use and latency histograms per group id.
+
+    The same counters as model.aggregate's for `top`, counted another way: `top`
+    folds the kernel's few hundred pre-counted rows per interval in Python, a trace
+    holds every event (millions), counted here with numpy group-bys (`count`)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._counts = Grow((len(COUNTER_FIELDS),), np.int64)
+        self._apis = Grow((len(API_NAMES),), np.bool_, False)
+        self._hist = Grow((len(CLASSES), NBUCKETS), np.int64)
+        self._max = Grow((len(CLASSES),), np.uint64)
+
+    def add(self, gid: np.ndarray, size: int, ev: Events) -> None:
+        self.n = max(self.n, size)
+        counts = self._counts.ensure(size)
+        counts[:size] += count(gid, size, ev)
+        ok = ev.ok
+        g_ok = gid[ok]
+        used = np.bincount(g_ok * len(API_NAMES) + ev.api[ok], minlength=size * len(API_NAMES))
+        self._apis.ensure(size)[:size] |= used.reshape(size, len(API_NAMES)) > 0
+        timed = ok & (ev.latency != LATENCY_UNKNOWN)
+        op = ev.op[timed]
+        cls = np.where(op == _WRITE, 0, np.where(op == _READ, 2, 1))
+        lat = ev.latency[timed]
+        flat = gid[timed] * len(CLASSES) + cls
+        hist = self._hist.ensure(size).reshape(-1)
+        hkey = flat * NBUCKETS + bucket_of(lat)
+        nbins = size * len(CLASSES) * NBUCKETS
+        if nbins <= 4 * len(hkey) + (1 << 16):
+            hist[:nbins] += np.bincount(hkey, minlength=nbins)
+        else:
+            uniq, cnt = np.unique(hkey, return_counts=True)
+            hist[uniq] += cnt
+        np.maximum.at(self._max.ensure(size).reshape(-1), flat, lat)
+
+    def counts(self) -> np.ndarray:
+        return self._counts.ensure(self.n)[: self.n]
+
+    def stats(self, g: int) -> Stats:
+        hist = self._hist.a[g]
+        mx = self._max.a[g]
+        return Stats.of(
+            self._counts.a[g],
+            apis=[API_NAMES[i] for i in np.flatnonzero(self._apis.a[g])],
+            latency={
+                cls: _latency(hist[i], int(mx[i])) for i, cls in enumerate(CLASSES) if cls != "read" or hist[i].any()
+            },
+        )
+
+    def total(self) -> Stats:
+        n = self.n
+        hist = self._hist.ensure(n)[:n].sum(axis=0)
+        mx = self._max.ensure(n)[:n].max(axis=0) if n else np.zeros(len(CLASSES), np.uint64)
+        return Stats.of(
+            self.counts().sum(axis=0),
+            apis=[API_NAMES[i] for i in np.flatnonzero(self._apis.ensure(n)[:n].any(axis=0))],
+            latency={cls: _latency(hist[i], int(mx[i])) for i, cls in enumerate(CLASSES)},
+        )
+
+
+def _latency(hist: np.ndarray, maximum: int) -> dict[str, int] | None:
+    if not hist.any():
+        return None
+    return {"p50": percentile(hist, 50, maximum), "p99": percentile(hist, 99, maximum), "max": maximum}
+
+
+def busiest_key(r: GroupRow) -> tuple[int, int, int, str]:
+    s = r.stats
+    return (-s.write_bytes, -s.read_bytes, -s.sync_ops, r.label)
+
+
+class GroupKeys:
+    """Group ids of a batch's events for one grouping, and each group's label and attributes."""
+
+    def __init__(self, group: str, dec: Decoder) -> None:
+        self.group = group
+        self.dec = dec
+        self.ids: dict[Any, int] = {}
+        self.keys: list[Any] = []
+        # attributes of the last event seen in each group
+        self._attr = {name: Grow((), np.int64, -1) for name in ("path", "kind", "table", "deleted", "dev", "ino")}
+        self._attr["tid"] = Grow((), np.int64, -1)
+        self._attr["thread"] = Grow((), np.int64, -1)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def gids(self, ev: Events) -> np.ndarray:
+        if self.group == "file":
+            raw, size = ev.path, len(self.dec.paths.values)
+        elif self.group == "kind":
+            raw, size = ev.kind, len(self.dec.kinds.values)
+        elif self.group == "table":
+            nt = len(self.dec.tables.values)
+            raw, size = np.where(ev.table >= 0, ev.table, nt + ev.kind), nt + len(self.dec.kinds.values)
+        else:
+            raw, size = ev.tid.astype(np.int64), None
+        if size is None:
+            uniq, inverse = np.unique(raw, return_inverse=True)
+        else:
+            uniq, inverse = dense_unique(raw, size)
+        local = np.asarray([self._gid(self._key(int(u))) for u in uniq], np.int64)
+        gid = local[inverse] if len(uniq) else np.zeros(0, np.int64)
+        self._remember(gid, ev)
+        return gid
+
+    def _key(self, raw: int) -> Any:
+        if self.group == "file":
+            return self.dec.paths.values[raw]
+        if self.group == "kind":
+            return self.dec.kinds.values[raw]
+        if self.group == "table":
+            nt = len(self.dec.tables.values)
+            return self.dec.tables.values[raw] if raw < nt else self.dec.kinds.values[raw - nt]
+        return raw  # tid
+
+    def _gid(self, key: Any) -> int:
+        g = self.ids.get(key)
+        if g is None:
+            g = self.ids[key] = len(self.keys)
+            self.keys.append(key)
+        return g
+
+    def _remember(self, gid: np.ndarray, ev: Events) -> None:
+        if not len(gid):
+            return
+        last = np.full(len(self.keys), -1, np.int64)
+        np.maximum.at(last, gid, np.arange(len(gid)))
+        seen = np.flatnonzero(last >= 0)
+        at = last[seen]
+        for name, source in (
+            ("path", ev.path),
+            ("kind", ev.kind),
+            ("table", ev.table),
+            ("deleted", ev.deleted),
+            ("dev", ev.dev),
+            ("ino", ev.ino),
+            ("tid", ev.tid),
+            ("thread", ev.thread),
+        ):
+            self._attr[name].ensure(len(self.keys))[seen] = source[at].astype(np.int64)
+
+    def row(self, g: int, stats: Stats) -> GroupRow:
+        attr = {name: int(grow.a[g]) for name, grow in self._attr.items()}
+        dec = self.dec
+        kind = dec.kinds.values[attr["kind"]] if attr["kind"] >= 0 else "other"
+        table = dec.tables.values[attr["table"]] if attr["table"] >= 0 else None
+        if self.group == "file":
+            return GroupRow(
+                label=self.keys[g],
+                kind=kind,
+                stats=stats,
+                table=table,
+                deleted=bool(attr["deleted"] > 0),
+                dev=attr["dev"],
+                ino=attr["ino"],
+            )
+        if self.group == "kind":
+            return GroupRow(label=self.keys[g], kind=self.keys[g], stats=stats)
+        if self.group == "table":
+            return GroupRow(label=self.keys[g], kind=kind, stats=stats, table=table)
+        name = dec.threads.values[attr["thread"]] if attr["thread"] >= 0 else "?"
+        return GroupRow(label=f"{name} [{self.keys[g]}]", kind="thread", stats=stats, tid=self.keys[g], thread=name)
+
+    def rows(self, agg: GroupAgg) -> list[GroupRow]:
+        rows = []
+        counts = agg.counts()
+        for g in range(len(self.keys)):
+            if g < len(counts) and counts[g].any():
+                rows.append(self.row(g, agg.stats(g)))
+        return sorted(rows, key=busiest_key)

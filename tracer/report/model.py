@@ -1,0 +1,103 @@
+"""The report's data: plain dataclasses, rendered by `to_json` and `text`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..bursts.train import Train
+from ..events import API_NAMES
+from ..filters import Filters
+from ..latency import CLASSES
+from ..model import COUNTER_FIELDS, Counts
+from ..probe import dev_label
+from ..trace import TraceMeta
+
+
+@dataclass
+class Stats(Counts):
+    """A group's counters over the whole trace (the counters of `top`'s model.Counts)
+    and its latency percentiles by class."""
+
+    latency: dict[str, dict[str, int] | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, counters: Iterable[int], apis: Iterable[str] = (), latency: dict[str, Any] | None = None) -> Stats:
+        """From counters in COUNTER_FIELDS order."""
+        values = dict(zip(COUNTER_FIELDS, (int(v) for v in counters), strict=True))
+        return cls(**values, apis=set(apis), latency=latency or {})
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.counters_json()
+        out["apis"] = [api for api in API_NAMES if api in self.apis]
+        for cls in CLASSES:
+            if cls in self.latency:
+                out[f"{cls}_latency_ns"] = self.latency[cls]
+        return out
+
+
+@dataclass
+class GroupRow:
+    """One group of the report: a file, kind, table or thread, and its totals over the
+    trace. (`top`'s view.ScreenRow is a line of the live screen: rates over the last
+    interval, a history and fading; the two share their counters, model.Counts.)"""
+
+    label: str  # path, kind, table (or kind when not a table) or "name [tid]"
+    kind: str
+    stats: Stats
+    table: str | None = None
+    deleted: bool = False
+    dev: int | None = None
+    ino: int | None = None
+    tid: int | None = None
+    thread: str | None = None
+
+    def to_json(self, group: str) -> dict[str, Any]:
+        if group == "file":
+            head: dict[str, Any] = {
+                "path": self.label,
+                "kind": self.kind,
+                "table": self.table,
+                "deleted": self.deleted,
+                "dev": None if self.dev is None else dev_label(self.dev),
+                "ino": self.ino,
+            }
+        elif group == "kind":
+            head = {"kind": self.label}
+        elif group == "thread":
+            head = {"tid": self.tid, "name": self.thread}
+        else:
+            head = {"name": self.label, "kind": self.kind, "table": self.table}
+        return {**head, **self.stats.to_json()}
+
+
+@dataclass
+class BusySecond:
+    t: int
+    stats: Stats
+    top_path: str | None
+    top_kind: str | None
+    top_bytes: int
+
+
+@dataclass
+class Report:
+    trace: str
+    meta: TraceMeta
+    group: str
+    filters: Filters
+    events_total: int  # in the trace (what was read of it)
+    events: int  # after the filters
+    duration_s: float
+    lost_events: int
+    truncated: bool
+    complete: bool
+    rows: list[GroupRow]
+    kinds: list[GroupRow]
+    total: Stats
+    busiest: list[BusySecond]
+    per_second: list[tuple[int, list[GroupRow]]] | None = None
+    bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
+    gaps: list[dict[str, Any]] = field(default_factory=list)  # server restarts (record --follow)
+    server_status: list[dict[str, Any]] = field(default_factory=list)  # record --mysql samples

@@ -4,14 +4,12 @@ run them they fail with the reason (CI sets MYSQLIO_REQUIRE_BPF=1 and runs as ro
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 IOGEN = REPO / "tools" / "iogen"
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")

@@ -27,9 +27,9 @@ from mysqlio.bursts.render import burst_spans, render_trains
 from mysqlio.bursts.rules import BATCH, LIVE
 from mysqlio.bursts.series import trains_from_trace
 from mysqlio.bursts.train import Series, Train
+from mysqlio.devtools.traced import attached_line, read_json_line, start_top, stop_top
 from mysqlio.events import EVENT_DTYPE
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
-from traced import attached_line, read_json_line, start_top, stop_top
 
 MiB = 1 << 20
 KiB = 1 << 10

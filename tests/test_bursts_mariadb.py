@@ -56,8 +56,8 @@ from mysqlio.bursts.detect import detect
 from mysqlio.bursts.train import Series
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import attached_line, report_json, start_top
 from mysqlio.devtools.workload import PeriodicBulkWriter
-from traced import attached_line, report_json, start_top
 
 PERIOD_S = 4  # the job's period (the event scheduler's are whole seconds)
 RUNS = 6  # runs of the job in its phase

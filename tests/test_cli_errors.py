@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import assert_one_line_error, read_json_line, start_top, without_tracefs_notice
+from mysqlio.devtools.traced import assert_one_line_error, read_json_line, start_top, without_tracefs_notice
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 

@@ -6,23 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from traced import COUNTERS, IOGEN_SCENARIOS, IogenRun, run_iogen_traced
+from mysqlio.devtools.traced import IOGEN_SCENARIOS, assert_exact, run_iogen_traced
 
 pytestmark = pytest.mark.bpf
 
 SCENARIOS = IOGEN_SCENARIOS
-
-
-def assert_exact(run: IogenRun, directory: Path) -> None:
-    """Every file iogen touched, and no other file in its directory, with equal counts."""
-    traced = run.traced.under(str(directory))
-    expected = {f["path"]: f for f in run.expected["files"]}
-    assert run.traced.lost_events == 0
-    assert sorted(traced) == sorted(expected), "files traced differ from files written"
-    for path, want in expected.items():
-        got = traced[path]
-        assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, path
-        assert run.traced.deleted[path] == want["deleted"], path
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -17,10 +17,19 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_exporter import exported_files, free_port, iogen_files, scrape, scrape_after, start_exporter, wait_for
+from test_exporter import start_exporter
 
+from mysqlio.devtools.scrape import exported_files, free_port, iogen_files, scrape, scrape_after, wait_for
+from mysqlio.devtools.traced import (
+    COUNTERS,
+    FileTotals,
+    attached_line,
+    read_json_line,
+    report_json,
+    start_top,
+    stop_top,
+)
 from mysqlio.follow import POLL_S, ServerFollower
-from traced import COUNTERS, FileTotals, attached_line, read_json_line, report_json, start_top, stop_top
 
 
 def _server(binary: Path, datadir: Path, *args: str) -> subprocess.Popen[str]:

@@ -43,6 +43,7 @@ from mysqlio import mapped_files
 from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.rooted_mariadb import RootedMariaDB
 from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import FileTotals, attached_line, read_json_line, start_top, stop_top
 from mysqlio.layout import read_layout, realpath_in_root
 from mysqlio.probe import FileIdentity, KernelName
 from mysqlio.resolve import FileResolver, ResolvedPath
@@ -58,7 +59,6 @@ from mysqlio.verify.compare import (
 )
 from mysqlio.verify.pfs import FileIo, rooted_paths, summary_from_rows
 from mysqlio.verify.window import Reading, TracedFile, Window
-from traced import FileTotals, attached_line, read_json_line, start_top, stop_top
 
 REPO = Path(__file__).resolve().parent.parent
 SUITES = {"bullseye": "10.5.", "trixie": "11.8."}
@@ -436,11 +436,8 @@ def test_redo_note_and_doctor_fields() -> None:
 
 
 def test_mirror_from_apt_sources(tmp_path: Path) -> None:
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        import server_roots
-    finally:
-        sys.path.remove(str(REPO / "tools"))
+    import server_roots
+
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n\n"

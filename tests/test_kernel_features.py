@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from mysqlio import kernel_features, libbpf, verifier_log
+from mysqlio.devtools.traced import COUNTERS, assert_one_line_error, report_json, run_iogen_recorded, run_iogen_traced
 from mysqlio.kernel_features import Param
-from traced import COUNTERS, assert_one_line_error, report_json, run_iogen_recorded, run_iogen_traced
 
 VOID = Param(pointer=True, pointee="void")
 REQ = Param(pointer=True, pointee="struct io_kiocb")

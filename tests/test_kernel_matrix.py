@@ -23,13 +23,11 @@ import time
 from pathlib import Path
 
 import pytest
+from compat_table import known_limits
+from guest import run_in_guest
+from kernels import ALIASES, KernelFetchError, ensure_kernel
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-
-from compat_table import known_limits  # noqa: E402
-from guest import run_in_guest  # noqa: E402
-from kernels import ALIASES, KernelFetchError, ensure_kernel  # noqa: E402
 
 pytestmark = pytest.mark.bpf
 

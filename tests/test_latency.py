@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from throttled_disk import ThrottledDisk, throttled_disk
 
+from mysqlio.devtools.traced import attached_line, read_json_line, report_json, start_iogen
 from mysqlio.probe import lost_events
-from traced import attached_line, read_json_line, report_json, start_iogen
 
 WRITE_IOPS = 5
 IMPOSED_NS = 1e9 / WRITE_IOPS

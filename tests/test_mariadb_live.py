@@ -12,7 +12,7 @@ import pytest
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
-from traced import FileTotals, read_json_line, start_top, stop_top
+from mysqlio.devtools.traced import FileTotals, read_json_line, start_top, stop_top
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from traced import COUNTERS, attached_line, read_json_line, report_json, run_iogen_recorded
+from mysqlio.devtools.traced import COUNTERS, attached_line, read_json_line, report_json, run_iogen_recorded
 
 pytestmark = pytest.mark.bpf
 

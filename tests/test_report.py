@@ -26,6 +26,7 @@ import pytest
 from rich.console import Console
 
 from mysqlio import latency
+from mysqlio.devtools.traced import COUNTERS, assert_one_line_error
 from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
 from mysqlio.filters import Filters
 from mysqlio.latency import percentile
@@ -36,7 +37,6 @@ from mysqlio.report.model import Report
 from mysqlio.report.text import render_report
 from mysqlio.report.to_json import report_json
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
-from traced import COUNTERS, assert_one_line_error
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"

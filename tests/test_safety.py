@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from traced import attached_line, held_bpf_ids, read_json_line, run_iogen_recorded, run_iogen_traced, start_top
+from mysqlio.devtools.traced import (
+    attached_line,
+    held_bpf_ids,
+    read_json_line,
+    run_iogen_recorded,
+    run_iogen_traced,
+    start_top,
+)
 
 pytestmark = pytest.mark.bpf
 

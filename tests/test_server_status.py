@@ -30,6 +30,7 @@ import pytest
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.processes import find_binary
 from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import assert_one_line_error
 from mysqlio.errors import UserError
 from mysqlio.mysql_conn import (
     ClientDefaults,
@@ -43,7 +44,6 @@ from mysqlio.mysql_conn import (
     server_tcp_port,
 )
 from mysqlio.server_status import COUNTERS, GAUGES, BackgroundSampler, PeriodicSampler, ServerStatus, StatusSampler
-from traced import assert_one_line_error
 
 pytestmark = [pytest.mark.mariadb]
 

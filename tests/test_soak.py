@@ -13,10 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import soak
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tools"))
-import soak  # noqa: E402
 
 SECONDS = float(os.environ.get("MYSQLIO_SOAK_SECONDS", "45"))
 RATE = 20_000

@@ -31,6 +31,7 @@ from mysqlio import backend, preflight, stap_compile, stap_modules, stap_process
 from mysqlio import stap_protocol as proto
 from mysqlio.bpf_types import Api, Op
 from mysqlio.classify import Classifier
+from mysqlio.devtools.traced import COUNTERS, FileTotals, assert_one_line_error
 from mysqlio.errors import StapError, UserError
 from mysqlio.layout import read_layout
 from mysqlio.mountinfo import Mount, MountTable
@@ -42,7 +43,6 @@ from mysqlio.resolve import FileResolver
 from mysqlio.stap_probe import StapProbe, replay_probe
 from mysqlio.top import IntervalSampler
 from mysqlio.trace import TraceMeta, TraceReader, TraceWriter
-from traced import COUNTERS, FileTotals, assert_one_line_error
 
 REPO = Path(__file__).resolve().parent.parent
 STAP_DIR = REPO / "stap"

@@ -45,7 +45,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_json_line, start_iogen, start_top  # noqa: E402
+from mysqlio.devtools.traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_json_line, start_iogen, start_top  # noqa: E402
 
 pytestmark = pytest.mark.bpf
 

@@ -21,10 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_exact_iogen import assert_exact
 
 from mysqlio import doctor_kernel, syscall_hook
-from traced import FileTotals, IogenRun, bpf_fdinfo, read_json_line, run_iogen_traced, stop_top
+from mysqlio.devtools.traced import (
+    FileTotals,
+    IogenRun,
+    assert_exact,
+    bpf_fdinfo,
+    read_json_line,
+    run_iogen_traced,
+    stop_top,
+)
 
 BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_PROG_TYPE_TRACING = 26  # tp_btf

@@ -234,8 +234,6 @@ def test_kill_9_mid_writing_leaves_a_readable_trace(tmp_path: Path) -> None:
     path = tmp_path / "killed.trace"
     script = textwrap.dedent(
         f"""
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_trace_format import events, file_map, meta, THREADS
         from mysqlio.trace import TraceWriter
         w = TraceWriter({str(path)!r}, meta())
@@ -246,7 +244,8 @@ def test_kill_9_mid_writing_leaves_a_readable_trace(tmp_path: Path) -> None:
             print(b, flush=True)
         """
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}  # the child imports this module
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     assert child.stdout is not None
     for _ in range(3):
         assert child.stdout.readline(), "writer died"

@@ -28,8 +28,8 @@ import pytest
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import attached_line
 from mysqlio.verify.compare import TOLERANCE
-from traced import attached_line
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 

@@ -45,11 +45,10 @@ from pathlib import Path
 import psutil
 
 from mysqlio import syscall_hook
+from mysqlio.devtools.traced import held_bpf_ids  # one fdinfo reader for tests and tools
 from mysqlio.syscall_hook import Hook
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-from traced import held_bpf_ids  # noqa: E402  (one fdinfo reader for tests and tools)
 
 IOGEN = REPO / "tools" / "iogen"
 MYSQLIO = [sys.executable, "-m", "mysqlio"]

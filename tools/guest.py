@@ -52,9 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kernels import Kernel, ensure_kernel
+from kernels import Kernel, ensure_kernel  # tools/ is on sys.path: run from there, or by pytest (pythonpath)
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT_RC = 124

@@ -17,13 +17,13 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    the JSON, "skipped").
 3. Starts `mysqlio doctor --json` and the three tracers at once, each with its own probe, on
    ONE iogen run of all runnable scenarios (iogen --wait: it starts once all are attached):
-   `mysqlio top --json` (tests/traced.py's start_top / FileTotals; stopped once two
+   `mysqlio top --json` (mysqlio.devtools.traced's start_top / FileTotals; stopped once two
    intervals stamped after the workload are out, as the exporter is scraped), `mysqlio
    record` then `mysqlio report --json`, and `mysqlio exporter` scraped on a free
-   127.0.0.1 port (tests/test_exporter.py's scrape_after / iogen_files / exported_files).
+   127.0.0.1 port (mysqlio.devtools.scrape's scrape_after / iogen_files / exported_files).
 4. Judges each (mode, scenario) cell against iogen's own JSON ground truth, file by file,
    counter by counter (COUNTERS; `deleted` where the mode reports it), as
-   tests/test_exact_iogen.py's assert_exact does (it is also run on top's trace):
+   mysqlio.devtools.traced's assert_exact does (it is also run on top's trace):
       "exact" | "differs: <what>" | "load failed: <the tracer's error line>" | "error: <line>"
    A file is a scenario's when iogen wrote a file of that name running the scenario alone
    (a traced file of no scenario's name goes to `nonfile`, whose files must be none).
@@ -70,27 +70,24 @@ from typing import Any
 
 import psutil
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from test_exact_iogen import assert_exact  # noqa: E402
-from test_exporter import INTERVAL_S as EXPORTER_INTERVAL_S  # noqa: E402
-from test_exporter import (  # noqa: E402
+from mysqlio.devtools.scrape import (
+    EXPORTER_INTERVAL_S,
     exported_files,
     free_port,
     iogen_files,
     scrape_after,
 )
-
-from traced import (  # noqa: E402
+from mysqlio.devtools.traced import (
     COUNTERS,
     IOGEN_SCENARIOS,
     FileTotals,
     IogenRun,
+    assert_exact,
     read_json_line,
     start_top,
 )
 
+REPO = Path(__file__).resolve().parent.parent
 IOGEN = REPO / "tools" / "iogen"
 MODES = ("top", "record", "exporter")
 SKIPPED = {

@@ -56,12 +56,17 @@ from typing import IO, Any
 
 import psutil
 
+from mysqlio.bpf_types import DropCounters
+from mysqlio.devtools.traced import (  # one list of counters for tests and tools
+    COUNTERS,
+    IOGEN_SCENARIOS,
+    FileTotals,
+    held_bpf_ids,
+)
+
 REPO = Path(__file__).resolve().parent.parent
 IOGEN = REPO / "tools" / "iogen"
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
-sys.path.insert(0, str(REPO / "tests"))
-from mysqlio.bpf_types import DropCounters  # noqa: E402
-from traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, held_bpf_ids  # noqa: E402  (one list of counters for tests and tools)
 
 # iogen's default scenario set, run once before the steady phase (see iogen --help):
 # libaio, io_uring, rename, unlink, short-lived files, errors

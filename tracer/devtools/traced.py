@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 # iogen's default scenarios (all but the on-request rate, periodic and latency ones)
@@ -272,3 +273,15 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: st
     assert "Traceback" not in proc.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def assert_exact(run: IogenRun, directory: Path) -> None:
+    """Every file iogen touched, and no other file in its directory, with equal counts."""
+    traced = run.traced.under(str(directory))
+    expected = {f["path"]: f for f in run.expected["files"]}
+    assert run.traced.lost_events == 0
+    assert sorted(traced) == sorted(expected), "files traced differ from files written"
+    for path, want in expected.items():
+        got = traced[path]
+        assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, path
+        assert run.traced.deleted[path] == want["deleted"], path

@@ -14,7 +14,7 @@ BPFTOOL   ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
 DEPS_STAMP := $(BUILD)/.deps-installed
 VENV_STAMP := $(VENV)/.installed
 
-.PHONY: setup deps bpf test lint format demo bench clean
+.PHONY: setup deps abi bpf test lint format demo bench clean
 
 setup: deps $(VENV_STAMP) bpf $(IOGEN)
 
@@ -30,7 +30,12 @@ $(VENV_STAMP): setup.py $(DEPS_STAMP)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-bpf: $(BPF_OBJ) $(FLOOR_OBJ)
+bpf: abi $(BPF_OBJ) $(FLOOR_OBJ)
+
+# tracer/abi.py and the header's constants in stap/tapset/mysqlio.stpm, generated from
+# probes/mysqlio.h (committed; rewritten only when stale; tests/test_abi.py checks them)
+abi:
+	python3 tools/gen_abi.py
 
 $(VMLINUX_H): $(DEPS_STAMP)
 	@test -r /sys/kernel/btf/vmlinux || { echo "mysqlio: this kernel has no BTF (/sys/kernel/btf/vmlinux): the BPF backend needs CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Types shared by mysqlio.bpf.c and the Python loader (tracer/bpf_types.py
- * mirrors them with ctypes; the loader checks the sizes against the object). */
+/* Types shared by mysqlio.bpf.c and userspace: the one source of the ABI.
+ * tools/gen_abi.py generates tracer/abi.py (ctypes, IntEnum) and the constants
+ * of stap/tapset/mysqlio.stpm from this file (make abi); tracer/abi_check.py
+ * compares abi.py's structs with the object's BTF before loading it. Keep to
+ * what the generator parses: integer #defines, enums, structs of __u8..__s64
+ * and char fields (arrays allowed). */
 #ifndef __MYSQLIO_H
 #define __MYSQLIO_H
 
@@ -73,7 +77,7 @@ struct file_name {
  * holds everything below 2^LAT_MIN_EXP ns (256 ns), the last slot everything
  * from 2^(LAT_MIN_EXP + LAT_SLOTS / LAT_SUB) ns (~18 min) up. A bucket's
  * midpoint is at most 1 / (2 * LAT_SUB) = 6.25 % from any value in it.
- * tracer/latency.py holds the same scheme. */
+ * tracer/latency.py extends the same scheme to userspace. */
 #define LAT_SUB_BITS 3
 #define LAT_SUB (1 << LAT_SUB_BITS)
 #define LAT_MIN_EXP 8
@@ -93,11 +97,12 @@ struct lat_hist {
 	__u32 slots[LAT_SLOTS];
 };
 
-/* latency_ns of a request whose start was not seen (tracer/events.py) */
+/* latency_ns of a request whose start was not seen: an io_uring completion on
+ * a kernel without a submission tracepoint that names the request (counted, not timed) */
 #define MIO_LATENCY_UNKNOWN (~0ULL)
 
 /* One request, as `record` streams it through the ring buffer
- * (mirrored by tracer/events.py EVENT_DTYPE). */
+ * (tracer/events.py EVENT_DTYPE is abi.Event). */
 struct mio_event {
 	__u64 ts_ns;      /* completion, CLOCK_MONOTONIC */
 	__u64 latency_ns; /* entry -> exit, or submit -> completion for AIO */

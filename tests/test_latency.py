@@ -230,7 +230,7 @@ def test_without_io_uring_submit_req_uring_is_counted_not_timed(
     completion); they just have no latency. Simulated here by taking the feature away."""
     from mysqlio import bpf_probe as probe_mod
     from mysqlio import kernel_features
-    from mysqlio.bpf_types import Api
+    from mysqlio.abi import Api
 
     monkeypatch.setenv(kernel_features.FEATURES_ENV, "-uring_submit")
     gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "uring"])

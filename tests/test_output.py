@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 
-from mysqlio.bpf_types import Api, Op
+from mysqlio.abi import Api, Op
 from mysqlio.model import FileActivity, Interval, ThreadActivity
 from mysqlio.output import format_text, write_json
 from mysqlio.probe import FileIdentity, OpCount

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from mysqlio.bpf_types import Api, Op
+from mysqlio.abi import Api, Op
 from mysqlio.latency import Histogram, bucket_of
 from mysqlio.model import FileActivity, Interval, ThreadActivity
 from mysqlio.probe import FileIdentity, OpCount

@@ -29,7 +29,7 @@ import pytest
 
 from mysqlio import backend, preflight, stap_compile, stap_modules, stap_process
 from mysqlio import stap_protocol as proto
-from mysqlio.bpf_types import Api, Op
+from mysqlio.abi import Api, Op
 from mysqlio.classify import Classifier
 from mysqlio.devtools.traced import COUNTERS, FileTotals, assert_one_line_error
 from mysqlio.errors import StapError, UserError

@@ -56,7 +56,7 @@ from typing import IO, Any
 
 import psutil
 
-from mysqlio.bpf_types import DropCounters
+from mysqlio.abi import DropCounters
 from mysqlio.devtools.traced import (  # one list of counters for tests and tools
     COUNTERS,
     IOGEN_SCENARIOS,
@@ -230,7 +230,7 @@ def sample_process(lib: _Libbpf, proc: psutil.Process) -> ProcSample:
 
 def _drops(maps: dict[str, MapCount]) -> dict[str, int]:
     """The probe's drop counters, read from its .bss (`drops` is the only variable
-    there, at offset 0; bpf_types.DropCounters mirrors it): which reason lost what, when."""
+    there, at offset 0; abi.DropCounters mirrors it): which reason lost what, when."""
     bss = next((m.value for m in maps.values() if m.value is not None), None)
     if bss is None or len(bss) < ctypes.sizeof(DropCounters):
         return {}

@@ -13,8 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from . import bpf_types as bt
-from . import kernel_features, syscall_hook
+from . import abi, abi_check, kernel_features, syscall_hook
 from .errors import BpfError
 from .kernel_features import KernelFeatures
 from .latency import Histogram
@@ -46,7 +45,9 @@ class BpfProbe:
         ring buffer of that size (a power of two, multiple of the page size)."""
         self.pid = pid
         self._ring_bytes = record_ring_bytes
-        self._obj = BpfObject(object_path or bpf_object_path())
+        path = object_path or bpf_object_path()
+        abi_check.check_object(path)
+        self._obj = BpfObject(path)
         self._check_layout()
         try:
             self.features = kernel_features.probe()
@@ -130,13 +131,13 @@ class BpfProbe:
         return ["io_uring requests are not counted on this kernel (no io_uring tracepoint names the request)"]
 
     def _check_layout(self) -> None:
-        """Fail loudly if probes/mysqlio.h and bpf_types.py disagree."""
+        """Fail loudly if probes/mysqlio.h and abi.py disagree."""
         expected = {
-            "stats_a": (bt.FileOpKey, bt.FileOpStats),
-            "names": (bt.FileId, bt.FileName),
-            "threads": (ctypes.c_uint32, bt.ThreadName),
-            "lat_a": (bt.LatKey, bt.LatHist),
-            "aio_pending": (ctypes.c_uint64, bt.PendingIo),
+            "stats_a": (abi.FileOpKey, abi.FileOpStats),
+            "names": (abi.FileId, abi.FileName),
+            "threads": (ctypes.c_uint32, abi.ThreadName),
+            "lat_a": (abi.LatKey, abi.LatHist),
+            "aio_pending": (ctypes.c_uint64, abi.PendingIo),
         }
         for name, (key_t, value_t) in expected.items():
             m = self._obj.map(name)
@@ -146,13 +147,13 @@ class BpfProbe:
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain."""
         full = self._stats.swap()
-        return [_op_count(k, v) for k, v in full.drain(bt.FileOpKey, bt.FileOpStats)]
+        return [_op_count(k, v) for k, v in full.drain(abi.FileOpKey, abi.FileOpStats)]
 
     def drain_latency(self) -> list[LatencyRow]:
         """Latency histograms of the requests completed since the previous call;
         also ages out requests that never completed (at most every AGING_EVERY_S)."""
         full = self._latency.swap()
-        rows = [_latency_row(k, v) for k, v in full.drain(bt.LatKey, bt.LatHist)]
+        rows = [_latency_row(k, v) for k, v in full.drain(abi.LatKey, abi.LatHist)]
         if time.monotonic() >= self._next_aging:
             self._age_pending()
         return rows
@@ -163,7 +164,7 @@ class BpfProbe:
         and the tables must not fill up with them. Counted as aged_out."""
         self._next_aging = time.monotonic() + AGING_EVERY_S
         oldest_ns = time.monotonic_ns() - int(PENDING_MAX_AGE_S * 1e9)  # bpf_ktime_get_ns clock
-        pending = bt.PendingIo()
+        pending = abi.PendingIo()
         for table in self._pending:
             for key in list(table.keys(ctypes.c_uint64)):
                 if table.lookup(key, pending) and pending.ts_ns < oldest_ns and table.delete(key):
@@ -176,11 +177,11 @@ class BpfProbe:
     def drops(self) -> Drops:
         """Cumulative counts of what could not be accounted: the kernel's, and
         the pending requests aged out here."""
-        kernel = self._obj.read_bss("drops", bt.DropCounters).as_dict()
+        kernel = self._obj.read_bss("drops", abi.DropCounters).as_dict()
         return Drops({**kernel, "aged_out": self._aged_out})
 
     def kernel_name(self, file: FileIdentity) -> KernelName | None:
-        raw = bt.FileName()
+        raw = abi.FileName()
         if not self._names.lookup(_file_key(file), raw):
             return None
         return _kernel_name(raw)
@@ -193,7 +194,7 @@ class BpfProbe:
 
     def thread_name(self, tid: int) -> str | None:
         """The thread's name when it last started a row (it may have exited since)."""
-        raw = bt.ThreadName()
+        raw = abi.ThreadName()
         if not self._threads.lookup(ctypes.c_uint32(tid), raw):
             return None
         return raw.comm.decode(errors="replace")
@@ -236,33 +237,33 @@ class _SwappedMaps:
         return full
 
 
-def _file_key(file: FileIdentity) -> bt.FileId:
-    return bt.FileId(ino=file.ino, dev=file.kernel_dev)
+def _file_key(file: FileIdentity) -> abi.FileId:
+    return abi.FileId(ino=file.ino, dev=file.kernel_dev)
 
 
-def _latency_row(key: bt.LatKey, value: bt.LatHist) -> LatencyRow:
+def _latency_row(key: abi.LatKey, value: abi.LatHist) -> LatencyRow:
     return LatencyRow(
         file=FileIdentity.from_kernel(key.dev, key.ino),
-        op=bt.Op(key.op),
-        api=bt.Api(key.api),
+        op=abi.Op(key.op),
+        api=abi.Api(key.api),
         hist=Histogram.from_kernel(value.slots, value.sum_ns, value.max_ns),
     )
 
 
-def _op_count(key: bt.FileOpKey, value: bt.FileOpStats) -> OpCount:
+def _op_count(key: abi.FileOpKey, value: abi.FileOpStats) -> OpCount:
     return OpCount(
         file=FileIdentity.from_kernel(key.dev, key.ino),
         tid=key.tid,
-        op=bt.Op(key.op),
-        api=bt.Api(key.api),
+        op=abi.Op(key.op),
+        api=abi.Api(key.api),
         bytes=value.bytes,
         ops=value.ops,
         errors=value.errors,
     )
 
 
-def _kernel_name(raw: bt.FileName) -> KernelName:
-    depth = min(raw.depth, bt.PATH_DEPTH)
+def _kernel_name(raw: abi.FileName) -> KernelName:
+    depth = min(raw.depth, abi.PATH_DEPTH)
     parts = [bytes(raw.comps[i]).split(b"\0", 1)[0].decode(errors="surrogateescape") for i in range(depth)]
     joined = "/".join(reversed(parts))
     path = "/" + joined if raw.complete else ".../" + joined

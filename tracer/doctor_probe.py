@@ -38,8 +38,8 @@ def probe_test_write() -> tuple[int, int, int, float]:
     """Load and attach the real probes to this process, pwrite and fsync a test file.
 
     Returns (bytes written, bytes counted, fsyncs counted, load time in ms)."""
+    from .abi import Op
     from .bpf_probe import BpfProbe
-    from .bpf_types import Op
     from .probe import FileIdentity
 
     # The test file exists (and is unlinked) before the probes load: its inode stays

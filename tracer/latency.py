@@ -6,9 +6,9 @@ bucket 1 + e * SUB + s holds [2**e * (1 + s/SUB), 2**e * (1 + (s+1)/SUB)) ns.
 A percentile is given as its bucket's midpoint, at most 1 / (2 * SUB) = 6.25 %
 from the true value, and never above the exact maximum.
 
-The kernel keeps KERNEL_SLOTS of these buckets, from 2**KERNEL_MIN_EXP ns
+The kernel keeps LAT_SLOTS of these buckets, from 2**LAT_MIN_EXP ns
 (256 ns; anything faster lands in the first slot) to ~18 minutes (anything
-slower lands in the last): probes/mysqlio.h, struct lat_hist.
+slower lands in the last): probes/mysqlio.h (abi), struct lat_hist.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from .bpf_types import LAT_SLOTS, Op
+from .abi import LAT_MIN_EXP, LAT_SLOTS, LAT_SUB, Op
 
-SUB = 8
+SUB = LAT_SUB  # the kernel's buckets per power of two, for traces too
 MAX_EXP = 47  # 2**48 ns is ~3 days
 NBUCKETS = 1 + SUB * (MAX_EXP + 1)
-KERNEL_MIN_EXP = 8
-KERNEL_OFFSET = 1 + SUB * KERNEL_MIN_EXP  # bucket of kernel slot 0
+KERNEL_OFFSET = 1 + SUB * LAT_MIN_EXP  # bucket of kernel slot 0
 assert KERNEL_OFFSET + LAT_SLOTS <= NBUCKETS
 
 # the op classes latency is shown for; syncs of every kind are one class

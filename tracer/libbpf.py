@@ -46,6 +46,10 @@ class _BtfParam(ctypes.Structure):
     _fields_ = [("name_off", ctypes.c_uint32), ("type", ctypes.c_uint32)]
 
 
+class _BtfMember(ctypes.Structure):
+    _fields_ = [("name_off", ctypes.c_uint32), ("type", ctypes.c_uint32), ("offset", ctypes.c_uint32)]
+
+
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 
@@ -92,6 +96,7 @@ class _Lib:
             "btf__find_by_name_kind": (i, [vp, cp, u32]),
             "btf__type_by_id": (ctypes.POINTER(_BtfType), [vp, u32]),
             "btf__name_by_offset": (cp, [vp, u32]),
+            "btf__resolve_size": (ctypes.c_long, [vp, u32]),
             "bpf_map_lookup_elem": (i, [i, vp, vp]),
             "bpf_map_update_elem": (i, [i, vp, vp, ctypes.c_uint64]),
             "bpf_map_delete_elem": (i, [i, vp]),
@@ -433,7 +438,7 @@ _BTF_MODIFIERS = (8, 9, 10, 11, 18)  # typedef, volatile, const, restrict, type_
 
 
 class BtfTypes:
-    """A parsed BTF file (the kernel's /sys/kernel/btf/vmlinux), read by type id."""
+    """A parsed BTF file (the kernel's /sys/kernel/btf/vmlinux, or a BPF object's), read by type id."""
 
     def __init__(self, path: str) -> None:
         self._lib = _get().lib
@@ -474,6 +479,27 @@ class BtfTypes:
             return []
         params = ctypes.cast(ctypes.addressof(head) + ctypes.sizeof(_BtfType), ctypes.POINTER(_BtfParam * vlen))
         return [p.type for p in params.contents]
+
+    def size(self, type_id: int) -> int:
+        """The size in bytes of a type (typedefs and arrays resolved); < 0 on error."""
+        return self._lib.btf__resolve_size(self._btf, type_id)
+
+    def members(self, struct_id: int) -> list[tuple[str, int, int]]:
+        """The (name, bit offset, type id) of each member of a STRUCT or UNION."""
+        head = self._type(struct_id)
+        vlen = head.info & 0xFFFF
+        if not vlen:
+            return []
+        members = ctypes.cast(ctypes.addressof(head) + ctypes.sizeof(_BtfType), ctypes.POINTER(_BtfMember * vlen))
+        kind_flag = head.info >> 31  # then the offset's low 24 bits are the offset, the high 8 a bitfield size
+        return [
+            (
+                self._lib.btf__name_by_offset(self._btf, m.name_off).decode(),
+                m.offset & 0xFFFFFF if kind_flag else m.offset,
+                m.type,
+            )
+            for m in members.contents
+        ]
 
     def close(self) -> None:
         if self._btf:

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bpf_types import API_NAMES, Op
+from .abi import Op
 from .classify import Classifier
+from .events import API_NAMES
 from .latency import CLASS_OF_OP, CLASSES, Histogram
 from .probe import FileIdentity, LatencyRow, OpCount
 from .resolve import FileResolver

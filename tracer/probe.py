@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .bpf_types import Api, Op
+from .abi import Api, Op
 from .latency import Histogram
 
 KERNEL_MINOR_BITS = 20

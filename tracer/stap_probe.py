@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import stap_protocol as proto
-from .bpf_types import Api, Op
+from .abi import Api, Op
 from .errors import StapError, UserError
 from .events import EVENT_DTYPE
 from .mountinfo import MountTable

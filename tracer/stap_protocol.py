@@ -17,7 +17,7 @@ cannot drift apart.
                                                    the io_uring system calls seen (not traced: a note)
 
 `dev` is the kernel's dev_t (major << 20 | minor), as in the eBPF maps. `op`
-and `api` are the codes of mysqlio.bpf_types.Op and Api. A name's `path` is
+and `api` are the codes of mysqlio.abi.Op and Api. A name's `path` is
 relative to the root of its filesystem: the hex encoding of each component,
 root first, joined by "/" ("-" for none); `complete` is 0 when components at
 the root end are missing (too deep, or too long for one stap string). The

@@ -1,0 +1,187 @@
+"""The kernel ABI of the BPF programs: the constants, enums and structs of probes/mysqlio.h.
+
+Generated from the header by tools/gen_abi.py (make abi): do not edit. mysqlio.abi_check
+compares the structs with the BPF object's BTF when it is loaded."""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from typing import Any
+
+MAX_FILE_OPS = 16384
+MAX_NAMES = 16384
+MAX_THREADS = 16384
+COMM_LEN = 16
+MAX_IOCBS = 64
+MAX_IOVECS = 16
+MAX_PENDING = 65536
+MAX_AIO_EVENTS = 256
+MAX_LAT_ROWS = 4096
+PATH_DEPTH = 8
+NAME_LEN = 48
+LAT_SUB_BITS = 3
+LAT_SUB = 8
+LAT_MIN_EXP = 8
+LAT_SLOTS = 256
+LATENCY_UNKNOWN = 0xFFFFFFFFFFFFFFFF
+
+
+class Op(enum.IntEnum):
+    WRITE = 0
+    READ = 1
+    FSYNC = 2
+    FDATASYNC = 3
+    SYNC_FILE_RANGE = 4
+
+
+class Api(enum.IntEnum):
+    SYSCALL = 0
+    LIBAIO = 1
+    IO_URING = 2
+
+
+class Struct(ctypes.Structure):
+    """A struct of the header, with its fields by name."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name, *_ in self._fields_}
+
+
+class FileOpKey(Struct):
+    """struct file_op_key"""
+
+    _fields_ = [
+        ("ino", ctypes.c_uint64),
+        ("dev", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("api", ctypes.c_uint8),
+        ("pad", ctypes.c_uint16),
+        ("pad2", ctypes.c_uint32),
+    ]
+
+
+class ThreadName(Struct):
+    """struct thread_name"""
+
+    _fields_ = [
+        ("comm", ctypes.c_char * COMM_LEN),
+    ]
+
+
+class FileOpStats(Struct):
+    """struct file_op_stats"""
+
+    _fields_ = [
+        ("bytes", ctypes.c_uint64),
+        ("ops", ctypes.c_uint64),
+        ("errors", ctypes.c_uint64),
+    ]
+
+
+class FileId(Struct):
+    """struct file_id"""
+
+    _fields_ = [
+        ("ino", ctypes.c_uint64),
+        ("dev", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+    ]
+
+
+class FileName(Struct):
+    """struct file_name"""
+
+    _fields_ = [
+        ("comps", ctypes.c_char * NAME_LEN * PATH_DEPTH),
+        ("depth", ctypes.c_uint32),
+        ("complete", ctypes.c_uint32),
+        ("nlink", ctypes.c_uint32),
+        ("mode", ctypes.c_uint32),
+    ]
+
+
+class LatKey(Struct):
+    """struct lat_key"""
+
+    _fields_ = [
+        ("ino", ctypes.c_uint64),
+        ("dev", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("api", ctypes.c_uint8),
+        ("pad", ctypes.c_uint16),
+    ]
+
+
+class LatHist(Struct):
+    """struct lat_hist"""
+
+    _fields_ = [
+        ("sum_ns", ctypes.c_uint64),
+        ("max_ns", ctypes.c_uint64),
+        ("slots", ctypes.c_uint32 * LAT_SLOTS),
+    ]
+
+
+class Event(Struct):
+    """struct mio_event"""
+
+    _fields_ = [
+        ("ts_ns", ctypes.c_uint64),
+        ("latency_ns", ctypes.c_uint64),
+        ("ino", ctypes.c_uint64),
+        ("offset", ctypes.c_int64),
+        ("result", ctypes.c_int64),
+        ("dev", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("api", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 6),
+    ]
+
+
+class PendingIo(Struct):
+    """struct pending_io"""
+
+    _fields_ = [
+        ("ts_ns", ctypes.c_uint64),
+        ("ino", ctypes.c_uint64),
+        ("offset", ctypes.c_int64),
+        ("dev", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 7),
+    ]
+
+
+class DropCounters(Struct):
+    """struct drop_counters"""
+
+    _fields_ = [
+        ("stats_full", ctypes.c_uint64),
+        ("inflight_full", ctypes.c_uint64),
+        ("iocbs_truncated", ctypes.c_uint64),
+        ("uring_no_file", ctypes.c_uint64),
+        ("read_faults", ctypes.c_uint64),
+        ("ringbuf_full", ctypes.c_uint64),
+        ("pending_full", ctypes.c_uint64),
+        ("unmatched", ctypes.c_uint64),
+        ("lat_full", ctypes.c_uint64),
+        ("lat_unmatched", ctypes.c_uint64),
+    ]
+
+
+# the structs by their C name (for the BTF check)
+STRUCTS: dict[str, type[Struct]] = {
+    "file_op_key": FileOpKey,
+    "thread_name": ThreadName,
+    "file_op_stats": FileOpStats,
+    "file_id": FileId,
+    "file_name": FileName,
+    "lat_key": LatKey,
+    "lat_hist": LatHist,
+    "mio_event": Event,
+    "pending_io": PendingIo,
+    "drop_counters": DropCounters,
+}

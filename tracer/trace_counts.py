@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .events import OP_NAMES
+from .latency import CLASS_OF_OP, CLASSES
 from .model import COUNTER_FIELDS, OP_COUNTERS
 from .trace_events import Events
 
@@ -20,6 +21,14 @@ _OP_COLUMNS = [
     for op, (nbytes, nops) in OP_COUNTERS.items()
 ]
 _ERRORS = COUNTER_FIELDS.index("errors")
+_LATENCY_CLASS = np.array([CLASSES.index(CLASS_OF_OP[op]) for op in sorted(CLASS_OF_OP)], np.int64)
+assert len(_LATENCY_CLASS) == _NOPS
+
+
+def latency_class(op: np.ndarray) -> np.ndarray:
+    """Each event's latency class, an index into latency.CLASSES: write, sync (any
+    of the three sync calls) or read."""
+    return _LATENCY_CLASS[op]
 
 
 def count(key: np.ndarray, size: int, ev: Events) -> np.ndarray:

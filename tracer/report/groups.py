@@ -8,14 +8,12 @@ from typing import Any
 import numpy as np
 
 from ..abi import LATENCY_UNKNOWN
-from ..events import API_NAMES, OP_NAMES
+from ..events import API_NAMES
 from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
 from ..model import COUNTER_FIELDS
-from ..trace_counts import Grow, count, dense_unique
+from ..trace_counts import Grow, count, dense_unique, latency_class
 from ..trace_events import Decoder, Events
 from .model import GroupRow, Stats
-
-_WRITE, _READ = OP_NAMES.index("write"), OP_NAMES.index("read")
 
 
 class GroupAgg:
@@ -41,8 +39,7 @@ class GroupAgg:
         used = np.bincount(g_ok * len(API_NAMES) + ev.api[ok], minlength=size * len(API_NAMES))
         self._apis.ensure(size)[:size] |= used.reshape(size, len(API_NAMES)) > 0
         timed = ok & (ev.latency != LATENCY_UNKNOWN)
-        op = ev.op[timed]
-        cls = np.where(op == _WRITE, 0, np.where(op == _READ, 2, 1))
+        cls = latency_class(ev.op[timed])
         lat = ev.latency[timed]
         flat = gid[timed] * len(CLASSES) + cls
         hist = self._hist.ensure(size).reshape(-1)

@@ -18,12 +18,12 @@ from ..abi import LATENCY_UNKNOWN
 from ..filters import Filters
 from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
 from ..trace import TraceReader
+from ..trace_counts import latency_class
 from ..trace_events import Decoder
 from .model import GroupRow
 
 SLOWEST = 3  # (file, class) pairs followed over time
 MIN_REQUESTS = 10  # a pair with fewer requests is not called slow on its p99
-_WRITE, _READ = 0, 2  # indexes into CLASSES
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def latency_over_time(reader: TraceReader, pairs: list[SlowPair], filters: Filte
         if not len(ev):
             continue
         ok = ev.ok & (ev.latency != LATENCY_UNKNOWN)
-        cls = np.where(ev.op == _WRITE, 0, np.where(ev.op == _READ, 2, 1))
+        cls = latency_class(ev.op)
         # pair index of each event, -1 for the others
         path_pair = np.full((len(dec.paths.values), len(CLASSES)), -1, np.int64)
         for (path, c), i in wanted.items():

@@ -30,18 +30,16 @@ import pytest
 from mysqlio import backend, preflight, stap_compile, stap_modules, stap_process
 from mysqlio import stap_protocol as proto
 from mysqlio.abi import Api, Op
-from mysqlio.classify import Classifier
 from mysqlio.devtools.traced import COUNTERS, FileTotals, assert_one_line_error
 from mysqlio.errors import StapError, UserError
-from mysqlio.layout import read_layout
 from mysqlio.mountinfo import Mount, MountTable
 from mysqlio.probe import FileIdentity
 from mysqlio.record import _Names
 from mysqlio.report.build import build_report
 from mysqlio.report.to_json import report_json
-from mysqlio.resolve import FileResolver
+from mysqlio.sampling import IntervalSampler
+from mysqlio.session import Session
 from mysqlio.stap_probe import StapProbe, replay_probe
-from mysqlio.top import IntervalSampler
 from mysqlio.trace import TraceMeta, TraceReader, TraceWriter
 
 REPO = Path(__file__).resolve().parent.parent
@@ -514,8 +512,7 @@ def test_top_pipeline_gives_iogens_numbers(materialized: Materialized) -> None:
     m = materialized
     pid = free_pid()
     probe = replay_probe(m.lines("iogen-top.txt"), pid, "top", m.mounts)
-    resolver = FileResolver(pid, probe.kernel_name)
-    sampler = IntervalSampler(probe, resolver, Classifier(read_layout(pid)), pid)
+    sampler = IntervalSampler(Session(probe, pid))
     intervals = []
     while not probe.ended:
         intervals.append(sampler.sample().to_json())
@@ -545,8 +542,7 @@ def test_record_pipeline_gives_iogens_numbers(materialized: Materialized, tmp_pa
     start_mono_ns = time.monotonic_ns()
     offset = first_ns - start_mono_ns - 1_000_000  # the first event 1 ms after the start
     probe = replay_probe(lines, pid, "record", m.mounts, clock_offset_ns=offset)
-    resolver = FileResolver(pid, probe.kernel_name)
-    names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)  # type: ignore[arg-type]
+    names = _Names(Session(probe, pid))
     meta = TraceMeta("host", "kernel", pid, None, None, None, time.time(), start_mono_ns, "test")
     trace = str(tmp_path / "t.trace")
     writer = TraceWriter(trace, meta)
@@ -584,7 +580,7 @@ def test_skipped_probes_are_lost_events_of_their_interval(capsys: pytest.Capture
         "I 4 4 0 0 0 0 0 2 1 3\n",
     ]
     probe = replay_probe(lines, pid, "top", MountTable())
-    sampler = IntervalSampler(probe, FileResolver(pid, probe.kernel_name), Classifier(read_layout(pid)), pid)
+    sampler = IntervalSampler(Session(probe, pid))
     lost = [sampler.sample().to_json()["lost_events"] for _ in range(4)]
     assert lost == [0, 2, 1, 0]
     assert probe.drops().as_dict()["skipped_probes"] == 2 and probe.drops().as_dict()["transport_failures"] == 1

@@ -1,8 +1,9 @@
 """`mysqlio exporter`: the probes' counts as Prometheus metrics on /metrics.
 
-The sampling loop of `top` (same probe, sampler and interval loop) feeds an
-`ExporterState` every interval; a custom collector turns a consistent view of it
-into metric families when Prometheus scrapes. Counters are cumulative since the
+The sampling engine of `top` (mysqlio.session, mysqlio.sampling: the same probe,
+sampler and interval loop) feeds an `ExporterState` every interval; a custom
+collector turns a consistent view of it into metric families when Prometheus
+scrapes. Counters are cumulative since the
 exporter started and survive restarts of the server (the probe is re-created on
 the new process, the totals go on).
 
@@ -31,19 +32,15 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
-from . import target
-from .backend import open_probe
 from .bursts.live import BurstTracker
 from .bursts.train import SYNC_CALLS, Train
-from .classify import Classifier
 from .errors import TargetGone, UserError
 from .follow import trace_following
 from .kinds import KINDS
 from .latency import SUB, Histogram
-from .layout import read_layout
 from .model import Counts, Interval
-from .resolve import FileResolver
-from .top import IntervalSampler, StopFlag, TopOptions, run_loop
+from .sampling import IntervalSampler, StopFlag, run_loop
+from .session import choose_target, open_session
 from .units import printable
 
 RANK_TIME_CONSTANT_S = 60.0  # "lately": bytes decay with this time constant when ranking files
@@ -312,7 +309,7 @@ class IoCollector:
 
 
 class _StateSink:
-    """What `top`'s interval loop writes to: the exporter's state instead of a screen."""
+    """What the interval loop writes to: the exporter's state instead of a screen."""
 
     quit = False
 
@@ -339,22 +336,14 @@ def _serve(listen: tuple[str, int], registry: CollectorRegistry) -> tuple[WSGISe
 
 def _trace(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str) -> int:
     """Feed the state from one process until stopped (0) or the process exits (TargetGone)."""
-    with open_probe(args.backend, pid, stop=stop.event) as probe:
-        resolver = FileResolver(pid, probe.kernel_name)
-        resolver.scan_fds()
-        layout = read_layout(pid)
-        sampler = IntervalSampler(probe, resolver, Classifier(layout), pid)
-        name = target.process_name(pid)
-        state.attached(pid, name, layout.datadir, layout.version)
-        print(f"mysqlio: exporting pid {pid} ({name}) on {url}", file=sys.stderr, flush=True)
-        options = TopOptions(pid=pid, interval_s=args.interval, backend=args.backend)
-        return run_loop(options, pid, sampler, _StateSink(state, stop.event), stop)
+    with open_session(args.backend, pid, stop=stop.event) as session:
+        state.attached(pid, session.process, session.layout.datadir, session.layout.version)
+        print(f"mysqlio: exporting pid {pid} ({session.process}) on {url}", file=sys.stderr, flush=True)
+        return run_loop(IntervalSampler(session), _StateSink(state, stop.event), stop, args.interval)
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    from .cli import _traced_pid
-
-    pid = _traced_pid(args)
+    pid, args.backend = choose_target(args.pid, args.backend, mode=args.command)
     state = ExporterState(args.top_files, args.interval, args.backend, args.follow, pid)
     registry = CollectorRegistry(auto_describe=False)  # ours alone: no process / platform collectors
     registry.register(IoCollector(state))

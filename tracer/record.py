@@ -19,14 +19,12 @@ from typing import Any
 import numpy as np
 
 from . import target
-from .backend import open_probe
-from .classify import Classifier
 from .errors import TargetGone
 from .follow import trace_following
 from .layout import read_layout
-from .probe import EventReader, FileIdentity, Probe, lost_events
-from .resolve import FileResolver
-from .top import StopFlag
+from .probe import EventReader, FileIdentity, lost_events
+from .sampling import StopFlag
+from .session import Session, open_session
 from .trace import FileInfo, TraceMeta, TraceWriter, file_keys
 from .units import human_bytes
 
@@ -62,15 +60,13 @@ def parse_size(text: str) -> int:
 class _Names:
     """(kernel dev, ino) -> FileInfo and tid -> thread name, looked up once each."""
 
-    def __init__(self, probe: Probe, resolver: FileResolver, classifier: Classifier, pid: int) -> None:
-        self._probe = probe
-        self._resolver = resolver
-        self._classifier = classifier
-        self._pid = pid
+    def __init__(self, session: Session) -> None:
+        self._session = session
         self.files: dict[tuple[int, int], FileInfo] = {}
         self.threads: dict[int, str] = {}
 
     def learn(self, events: np.ndarray) -> None:
+        session = self._session
         if not len(events):
             return
         # file_keys, not np.unique of the (dev, ino) records: that sorts a
@@ -78,16 +74,16 @@ class _Names:
         u_dev, u_ino, _ = file_keys(events["dev"], events["ino"])
         for kdev, ino in zip(u_dev.tolist(), u_ino.tolist(), strict=True):
             if (kdev, ino) not in self.files:
-                resolved = self._resolver.resolve(FileIdentity.from_kernel(kdev, ino))
+                resolved = session.resolver.resolve(FileIdentity.from_kernel(kdev, ino))
                 self.files[(kdev, ino)] = FileInfo(
                     path=resolved.path,
-                    kind=self._classifier.kind(resolved.path),
-                    table=self._classifier.table(resolved.path),
+                    kind=session.classifier.kind(resolved.path),
+                    table=session.classifier.table(resolved.path),
                     deleted=resolved.deleted,
                 )
         for tid in np.unique(events["tid"]).tolist():
             if tid not in self.threads:
-                self.threads[tid] = self._probe.thread_name(tid) or target.thread_name(self._pid, tid)
+                self.threads[tid] = session.thread_name(tid)
 
 
 class _Progress:
@@ -110,7 +106,7 @@ class _Progress:
 
 
 @dataclass
-class _Session:
+class _Recording:
     """What a recording keeps across the processes it traces (--follow)."""
 
     options: RecordOptions
@@ -140,16 +136,16 @@ def run_record(options: RecordOptions) -> int:
     writer = TraceWriter(options.output, meta)
     stop = StopFlag()
     stop.install()
-    session = _Session(options, writer, stop, _Progress(options.quiet), started=time.monotonic())
+    recording = _Recording(options, writer, stop, _Progress(options.quiet), started=time.monotonic())
     if options.status is not None:
         from .server_status import PeriodicSampler
 
-        session.status = PeriodicSampler(options.status, every_s=1.0)
+        recording.status = PeriodicSampler(options.status, every_s=1.0)
     gone_at = [0.0]  # trace time the traced process was last seen
 
     def trace_once(pid: int) -> int:
         try:
-            return _record_process(session, pid)
+            return _record_process(recording, pid)
         except TargetGone:
             gone_at[0] = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
             if options.follow:
@@ -158,56 +154,55 @@ def run_record(options: RecordOptions) -> int:
 
     def on_restart(old_pid: int, new_pid: int) -> None:
         back_at = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
-        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, session.lost_total)
-        session.lost_base = session.lost_total  # the new probe counts its losses from 0
+        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, recording.lost_total)
+        recording.lost_base = recording.lost_total  # the new probe counts its losses from 0
 
     try:
         return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
     finally:
-        if session.status is not None:
-            session.status.close()
-        writer.close(lost_total=session.lost_total, end_wall=time.time())
+        if recording.status is not None:
+            recording.status.close()
+        writer.close(lost_total=recording.lost_total, end_wall=time.time())
 
 
-def _record_process(session: _Session, pid: int) -> int:
+def _record_process(recording: _Recording, pid: int) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
-    options = session.options
-    with open_probe(options.backend, pid, options.ring_bytes, stop=session.stop.event) as probe:
-        ring = probe.events_reader()
+    options = recording.options
+    with open_session(options.backend, pid, recording.stop.event, options.ring_bytes) as session:
+        ring = session.probe.events_reader()
         if not options.quiet:
-            name = target.process_name(pid)
-            print(f"mysqlio: recording pid {pid} ({name}) to {options.output}, Ctrl-C to stop", file=sys.stderr)
+            print(
+                f"mysqlio: recording pid {pid} ({session.process}) to {options.output}, Ctrl-C to stop",
+                file=sys.stderr,
+            )
         try:
-            resolver = FileResolver(pid, probe.kernel_name)
-            resolver.scan_fds()
-            names = _Names(probe, resolver, Classifier(read_layout(pid)), pid)
-            return _loop(session, pid, probe, ring, names)
+            return _loop(recording, session, ring, _Names(session))
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
-            lost = session.lost_base + lost_events(probe.drops().as_dict())
-            session.lost_total = max(session.lost_total, lost)
+            lost = recording.lost_base + lost_events(session.probe.drops().as_dict())
+            recording.lost_total = max(recording.lost_total, lost)
 
 
-def _loop(session: _Session, pid: int, probe: Probe, ring: EventReader, names: _Names) -> int:
-    options, writer = session.options, session.writer
-    start = session.started
+def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Names) -> int:
+    options, writer = recording.options, recording.writer
+    start = recording.started
     pending: list[np.ndarray] = []
     last_flush = time.monotonic()
     while True:
-        session.stop.event.wait(POLL_S)
+        recording.stop.event.wait(POLL_S)
         pending.append(ring.read())
         now = time.monotonic()
-        done_reason = _done(options, pid, start, now, writer, session.stop)
+        done_reason = _done(options, session.pid, start, now, writer, recording.stop)
         if now - last_flush >= FLUSH_S or done_reason:
-            _flush(session, pending, probe, names)
+            _flush(recording, session, pending, names)
             pending = []
             last_flush = now
-            session.progress.show(
-                now - start, writer.events_written, writer.bytes_written, session.lost_total, bool(done_reason)
+            recording.progress.show(
+                now - start, writer.events_written, writer.bytes_written, recording.lost_total, bool(done_reason)
             )
         if done_reason == "gone":
-            raise TargetGone(f"process {pid} exited; trace {options.output} is complete")
+            raise TargetGone(f"process {session.pid} exited; trace {options.output} is complete")
         if done_reason:
             return 0
 
@@ -224,18 +219,19 @@ def _done(options: RecordOptions, pid: int, start: float, now: float, writer: Tr
     return ""
 
 
-def _flush(session: _Session, pending: list[np.ndarray], probe: Probe, names: _Names) -> None:
+def _flush(recording: _Recording, session: Session, pending: list[np.ndarray], names: _Names) -> None:
     """Write what the ring held (and the server samples taken meanwhile) as one batch."""
     events = np.concatenate(pending)
     # the per-interval aggregates are not used here; drain them so they never
     # fill (this also ages out AIO requests that never completed)
-    probe.drain()
-    probe.drain_latency()
+    session.probe.drain()
+    session.probe.drain_latency()
+    session.new_interval()  # _Names keeps what the trace needs; the session's caches stay small
     names.learn(events)
-    session.lost_total = session.lost_base + lost_events(probe.drops().as_dict())
-    server = [s.to_json() for s in session.status.collect()] if session.status is not None else []
+    recording.lost_total = recording.lost_base + lost_events(session.probe.drops().as_dict())
+    server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     if len(events) or server:
-        session.writer.write(events, names.files, names.threads, session.lost_total, server)
+        recording.writer.write(events, names.files, names.threads, recording.lost_total, server)
 
 
 def _exe(pid: int) -> str | None:

@@ -8,7 +8,8 @@ probe cut short (".../a/b", deeper than its PATH_DEPTH components) is completed
 from the process's working directory (mysqld's datadir) or root where their
 components overlap, when the completed path holds that inode. A file the
 kernel has no name for (its name was walked before the interval began) that was
-open at an earlier /proc read keeps the name it had there, if it still holds it.
+open at an earlier /proc read keeps the name it had there, if it still holds it, or the
+name it was given in this interval or the one before (`new_interval`).
 
 A process in another root (chroot, container) has its files named by the kernel
 as seen from the root of each file's mount namespace: under its root directory's
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .layout import host_root, to_server_path
-from .probe import FileIdentity, KernelName
+from .probe import FileIdentity, KernelName, dev_label
 
 DELETED_SUFFIX = " (deleted)"
 _REFRESH_MIN_S = 0.5  # a burst of unknown files triggers one /proc scan, not many
@@ -47,7 +48,10 @@ class FileResolver:
         self.pid = pid
         self._kernel_name = kernel_name
         self._open: dict[FileIdentity, ResolvedPath] = {}
-        self._closed: dict[FileIdentity, ResolvedPath] = {}
+        # names of files not open at the last /proc read, given in this interval and the one
+        # before: for a request the kernel counted without walking its name again
+        self._recent: dict[FileIdentity, ResolvedPath] = {}
+        self._before: dict[FileIdentity, ResolvedPath] = {}
         self._was_open: dict[FileIdentity, ResolvedPath] = {}
         self._last_scan = 0.0
         self._root = host_root(pid)  # "" when the process shares our root
@@ -102,23 +106,23 @@ class FileResolver:
             self.scan_fds()
             hit = self._open.get(file)
         if hit is not None:
-            self._closed.pop(file, None)
             return hit
-        cached = self._closed.get(file)
-        if cached is not None:
-            return cached
-        resolved = self._from_kernel(file)
+        name = self._kernel_name(file)
+        if name is None:
+            recent = self._recent.get(file) or self._before.get(file)
+            if recent is not None:
+                return recent
+        resolved = self._from_kernel(file, name)
         if resolved.source != "unknown":
-            self._closed[file] = resolved
+            self._recent[file] = resolved
         return resolved
 
-    def _from_kernel(self, file: FileIdentity) -> ResolvedPath:
-        name = self._kernel_name(file)
+    def _from_kernel(self, file: FileIdentity, name: KernelName | None) -> ResolvedPath:
         last = self._was_open.get(file)
         if name is None and last is not None and (last.deleted or _is_same_file(last.path, file)):
             return last  # e.g. a binlog closed by a rotation: its last requests count under its name
         if name is None:
-            return ResolvedPath(f"<dev {os.major(file.dev)}:{os.minor(file.dev)} inode {file.ino}>", False, "unknown")
+            return ResolvedPath(f"<dev {dev_label(file.dev)} inode {file.ino}>", False, "unknown")
         if not name.complete:
             full = self._complete(name.path, None if name.deleted else file)
             deleted = name.deleted
@@ -157,9 +161,11 @@ class FileResolver:
                         return path
         return None
 
-    def forget_closed(self) -> None:
-        """Drop cached names of closed files (their inode numbers may be reused)."""
-        self._closed.clear()
+    def new_interval(self) -> None:
+        """Names of closed files given before the last interval are dropped: the kernel's
+        name, walked again, is taken from now on (the file may have been renamed, or its
+        inode number reused), and the names kept stay two intervals' worth."""
+        self._before, self._recent = self._recent, {}
 
 
 def _is_same_file(path: str, file: FileIdentity) -> bool:

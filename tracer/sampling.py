@@ -1,0 +1,118 @@
+"""The interval loop of `top`, the exporter and `verify`: every interval, drain a session's
+probe into an `Interval` (per-file counts, named and classified) and hand it to a sink.
+
+Sinks: `top`'s stream (mysqlio.top.StreamSink) and screen (mysqlio.live.LiveScreen), the
+exporter's state (mysqlio.exporter); `verify` calls the sampler itself.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any, Protocol
+
+from . import target
+from .errors import TargetGone
+from .model import Interval, aggregate
+from .probe import lost_events
+from .session import Session
+
+
+class IntervalSampler:
+    """Turns successive drains of a session's probe into Interval records."""
+
+    def __init__(self, session: Session, fold_partitions: bool = False) -> None:
+        self._session = session
+        self._fold_partitions = fold_partitions
+        self.pid = session.pid
+        self._last_drops = session.probe.drops().as_dict()
+        self._last_time = time.monotonic()
+        self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
+
+    def sample(self) -> Interval:
+        session, probe = self._session, self._session.probe
+        rows = probe.drain()
+        latencies = probe.drain_latency()
+        session.new_interval()
+        now = time.monotonic()
+        drops = probe.drops().as_dict()
+        delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
+        files = aggregate(
+            rows, session.resolver, session.classifier, session.thread_name, self._fold_partitions, latencies
+        )
+        for activity in files:
+            # the next request walks the path again: renames stay visible
+            probe.forget_name(activity.file)
+        interval = Interval(
+            time=time.time(),
+            interval_s=now - self._last_time,
+            pid=self.pid,
+            lost_events=lost_events(delta),
+            drops=delta,
+            files=files,
+        )
+        self._last_drops = drops
+        self._last_time = now
+        if self.status is not None:
+            interval.server = self.status.take()
+        return interval
+
+
+class StopFlag:
+    """Set by SIGINT / SIGTERM / SIGHUP (terminal closed); the loop then prints
+    what it has and detaches, and `with` blocks around it clean up."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signum = 0
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.signum = signum
+        self.event.set()
+
+
+class Sink(Protocol):
+    """Where the interval loop puts each interval: a stream, the screen, the exporter."""
+
+    quit: bool
+
+    def emit(self, interval: Interval) -> None: ...
+
+    def wait(self, timeout_s: float) -> None: ...
+
+
+def run_loop(
+    sampler: IntervalSampler,
+    sink: Sink,
+    stop: StopFlag,
+    interval_s: float,
+    count: int = 0,
+    emitted: list[int] | None = None,
+) -> int:
+    """Sample every interval_s into the sink until stopped, `count` intervals are out
+    (0: no limit; emitted[0] counts across calls), or the process exits (TargetGone).
+    A stop that comes while an interval is being sampled gets one more interval: what
+    the process did after that drain began."""
+    emitted = emitted if emitted is not None else [0]
+    deadline = time.monotonic()
+    while True:
+        deadline += interval_s
+        while not stop.event.is_set() and not sink.quit and time.monotonic() < deadline:
+            sink.wait(deadline - time.monotonic())
+        stopping = stop.event.is_set() or sink.quit
+        alive = target.is_alive(sampler.pid)
+        sink.emit(sampler.sample())
+        emitted[0] += 1
+        done = bool(count) and emitted[0] >= count
+        if stop.event.is_set() and not stopping and not done:
+            sink.emit(sampler.sample())
+            emitted[0] += 1
+        if stop.event.is_set() or sink.quit or done:
+            return 0
+        if not alive:
+            raise TargetGone(f"process {sampler.pid} exited; stopped tracing")

@@ -1,0 +1,89 @@
+"""One traced process, as every live command sees it: the probe of the chosen backend, the
+server's layout and the kinds of its files, and the names of its files and threads.
+
+`top`, `record`, the exporter and `verify` each open a `Session` (`open_session`) and read
+the probe through it: mysqlio.sampling turns it into intervals, mysqlio.record into events.
+Names of closed files and of threads hold for one interval (`new_interval`): inode numbers
+and thread ids are reused, files are renamed, threads rename themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from . import backend, target
+from .classify import Classifier
+from .layout import ServerLayout, read_layout
+from .probe import NameSource, Probe
+from .resolve import FileResolver
+
+
+def choose_target(
+    pid: int | None, requested_backend: str, stap_module: str | None = None, mode: str = "top"
+) -> tuple[int, str]:
+    """The thread group to trace (`pid`, else the single running server), checked, and the
+    backend to trace it with ("bpf" or "stap", checked usable; see backend.select_backend)."""
+    pid = pid if pid is not None else target.find_server()
+    target.check_pid(pid)
+    chosen = backend.select_backend(requested_backend, stap_module, mode)
+    return target.tgid_of(pid), chosen
+
+
+class ThreadNames:
+    """tid -> name: the name the probe saw when the thread last made a request, else its
+    current one in /proc; each looked up once until `forget`."""
+
+    def __init__(self, probe: NameSource, pid: int) -> None:
+        self._probe = probe
+        self._pid = pid
+        self._names: dict[int, str] = {}
+
+    def __call__(self, tid: int) -> str:
+        name = self._names.get(tid)
+        if name is None:
+            name = self._names[tid] = self._probe.thread_name(tid) or target.thread_name(self._pid, tid)
+        return name
+
+    def forget(self) -> None:
+        self._names.clear()
+
+
+class Session:
+    """A probe attached to one process, with what names and classifies its files and threads."""
+
+    def __init__(self, probe: Probe, pid: int, layout: ServerLayout | None = None) -> None:
+        self.probe = probe
+        self.pid = pid
+        self.layout = layout if layout is not None else read_layout(pid)
+        self.classifier = Classifier(self.layout)
+        self.resolver = FileResolver(pid, probe.kernel_name)
+        self.resolver.scan_fds()
+        self.thread_name = ThreadNames(probe, pid)
+        self.process = target.process_name(pid)
+
+    def new_interval(self) -> None:
+        """Names of closed files and of threads are looked up again from now on: the
+        resolver's cache of closed files stays one interval's worth, and a reused inode
+        or tid gets its own name."""
+        self.resolver.new_interval()
+        self.thread_name.forget()
+
+    def server(self) -> str:
+        """The process and its server version, e.g. "mariadbd 11.4.2"."""
+        return f"{self.process} {self.layout.version}" if self.layout.version else self.process
+
+
+@contextlib.contextmanager
+def open_session(
+    backend_name: str,
+    pid: int,
+    stop: threading.Event | None = None,
+    record_ring_bytes: int = 0,
+    layout: ServerLayout | None = None,
+) -> Iterator[Session]:
+    """Attach the backend's probe (record_ring_bytes > 0: with record's event stream) to the
+    process; detached when the block ends. `stop` set meanwhile abandons a slow start."""
+    with backend.open_probe(backend_name, pid, record_ring_bytes, stop=stop) as probe:
+        yield Session(probe, pid, layout)

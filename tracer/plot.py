@@ -27,7 +27,7 @@ from .filters import Filters
 from .trace import TraceMeta, TraceReader, open_private
 from .trace_counts import SecondRows, SecondSeries, count
 from .trace_events import Decoder, Events
-from .units import printable
+from .units import printable, shorten, utc_time
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -89,7 +89,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
     shown, rest = busiest[:top], busiest[top:]
     layer_of = np.full(len(names.values), -1, np.int64)
     layer_of[shown] = np.arange(len(shown))
-    labels = [_short(names.values[i], reader.meta.datadir) for i in shown]
+    labels = [shorten(names.values[i], reader.meta.datadir, 40) for i in shown]
     if rest:
         layer_of[rest] = len(shown)
         labels.append(f"{len(rest)} other {'kinds' if by == 'kind' else 'files'}")
@@ -107,13 +107,6 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
         truncated=reader.truncated,
         trains=detect(burst_series.series(dec)),
     )
-
-
-def _short(path: str, datadir: str | None) -> str:
-    if datadir and path.startswith(datadir.rstrip("/") + "/"):
-        path = path[len(datadir.rstrip("/")) + 1 :]
-    path = printable(path)
-    return path if len(path) <= 40 else "…" + path[-39:]
 
 
 def _rate_unit(peak: float) -> tuple[float, str]:
@@ -141,7 +134,7 @@ def render_figure(series: PlotSeries, bursts: Sequence[Burst] | None = None, tit
         ax.stackplot(x, layers, labels=series.labels, colors=colors, step="post", alpha=0.85, linewidth=0)
     ax.set_xlim(x[0], x[-1])
     ax.set_ylim(bottom=0, top=(peak / scale) * 1.08 if peak > 0 else 1)
-    ax.set_xlabel(f"seconds since the start of the trace ({_utc(series.meta.start_wall)})")
+    ax.set_xlabel(f"seconds since the start of the trace ({utc_time(series.meta.start_wall)})")
     ax.set_ylabel(f"written ({unit})")
     ax.grid(True, axis="y", alpha=0.3)
 
@@ -183,12 +176,6 @@ def render_figure(series: PlotSeries, bursts: Sequence[Burst] | None = None, tit
         frameon=False,
     )
     return fig
-
-
-def _utc(ts: float) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
 def _open_output(out: str) -> BinaryIO:

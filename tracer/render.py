@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .units import human_bytes, human_duration_ns, human_rate, printable
+from .units import human_bytes, human_duration_ns, human_rate, printable, shorten
 from .view import ScreenRow
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -43,16 +43,6 @@ def sparkline(values: list[float], width: int) -> str:
         return " " * (width - len(values)) + SPARK[0] * len(values)
     chars = [SPARK[min(len(SPARK) - 1, int(v / peak * (len(SPARK) - 1) + 0.5))] if v > 0 else " " for v in values]
     return " " * (width - len(values)) + "".join(chars)
-
-
-def shorten(path: str, datadir: str | None, width: int) -> str:
-    """Path relative to the datadir, cut from the left to fit width."""
-    if datadir and path.startswith(datadir.rstrip("/") + "/"):
-        path = path[len(datadir.rstrip("/")) + 1 :]
-    path = printable(path)
-    if len(path) > width > 1:
-        return "…" + path[-(width - 1) :]
-    return path
 
 
 def render_screen_header(h: Header) -> Text:

@@ -1,6 +1,8 @@
-"""Human units for byte counts, rates and latencies."""
+"""Human units for byte counts, rates and latencies; paths and times for display."""
 
 from __future__ import annotations
+
+import time
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -55,3 +57,18 @@ def printable(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def shorten(path: str, datadir: str | None, width: int) -> str:
+    """Path relative to the datadir, cut from the left to fit width."""
+    if datadir and path.startswith(datadir.rstrip("/") + "/"):
+        path = path[len(datadir.rstrip("/")) + 1 :]
+    path = printable(path)
+    if len(path) > width > 1:
+        return "…" + path[-(width - 1) :]
+    return path
+
+
+def utc_time(ts: float) -> str:
+    """A wall-clock time for a header: '2026-01-31 12:00:00 UTC'."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))

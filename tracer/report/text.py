@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -13,8 +12,7 @@ from rich.text import Text
 
 from ..bursts.render import render_trains
 from ..latency import ACCURACY_NOTE
-from ..render import shorten
-from ..units import human_bytes, human_duration_ns, printable
+from ..units import human_bytes, human_duration_ns, printable, shorten, utc_time
 from .model import GroupRow, Report, Stats
 from .timeline import LatencyTimeline
 
@@ -29,10 +27,6 @@ def human_duration(s: float) -> str:
     m, sec = divmod(round(s), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
-
-
-def _utc(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
 def _lat(stats: Stats, cls: str, q: str) -> str:
@@ -154,7 +148,7 @@ def render_report_header(r: Report) -> Text:
         text.append(f"  datadir {printable(m.datadir)}")
     text.append(f"\nhost {printable(m.host)}  kernel {printable(m.kernel)}")
     text.append(f"\nrecorded by: {printable(m.command)}", style="dim")
-    text.append(f"\nstart {_utc(m.start_wall)}  duration {human_duration(r.duration_s)}")
+    text.append(f"\nstart {utc_time(m.start_wall)}  duration {human_duration(r.duration_s)}")
     text.append(f"  events {human_count(r.events_total)}  lost ")
     text.append(human_count(r.lost_events), style="bold red" if r.lost_events else "green")
     if r.truncated:

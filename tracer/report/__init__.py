@@ -8,6 +8,12 @@ latencies go into a fixed log-linear histogram per group, and per-(second,
 group) counters are kept only where they are the output (`--per-second`,
 plots) or for the last few seconds (the top file of each second).
 
-`build_report()` produces a `Report` (plain data); `report_json()` and
-`render_report()` / `render_per_second()` turn it into JSON or rich renderables.
+The trace is read through `trace_events` (batches to numpy arrays, filters) and
+counted with `trace_counts`, as `plot` and the burst detector read it. The modules:
+- `build`: `build_report()`, one pass over the trace, produces a `Report`;
+- `groups`: each event's group (file, kind, table, thread) and per-group totals;
+- `model`: the `Report` and its rows, plain data;
+- `to_json`: `report_json()`, the report as JSON (`--json`);
+- `text`: rich renderables of the report and `print_report()`;
+- `timeline`: `report --latency`, a second pass for the slowest files' latency per second.
 """

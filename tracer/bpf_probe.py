@@ -46,10 +46,10 @@ class BpfProbe:
         self.pid = pid
         self._ring_bytes = record_ring_bytes
         path = object_path or bpf_object_path()
-        abi_check.check_object(path)
         self._obj = BpfObject(path)
-        self._check_layout()
         try:
+            abi_check.check_object(path)  # a clear error before the map sizes' check
+            self._check_layout()
             self.features = kernel_features.probe()
             self._adapt(self.features, record=bool(record_ring_bytes))
         except BaseException:

@@ -3,8 +3,9 @@ server's layout and the kinds of its files, and the names of its files and threa
 
 `top`, `record`, the exporter and `verify` each open a `Session` (`open_session`) and read
 the probe through it: mysqlio.sampling turns it into intervals, mysqlio.record into events.
-Names of closed files and of threads hold for one interval (`new_interval`): inode numbers
-and thread ids are reused, files are renamed, threads rename themselves.
+Names are looked up again each interval (`new_interval`): inode numbers and thread ids are
+reused, files are renamed, threads rename themselves; the names of closed files kept for
+requests the kernel did not name again stay two intervals' worth (mysqlio.resolve).
 """
 
 from __future__ import annotations
@@ -64,9 +65,8 @@ class Session:
         self.process = target.process_name(pid)
 
     def new_interval(self) -> None:
-        """Names of closed files and of threads are looked up again from now on: the
-        resolver's cache of closed files stays one interval's worth, and a reused inode
-        or tid gets its own name."""
+        """Names of closed files and of threads are looked up again from now on: a renamed
+        file, a reused inode or tid gets its own name, and the names kept stay few."""
         self.resolver.new_interval()
         self.thread_name.forget()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +10,7 @@ from .abi import Op
 from .classify import Classifier
 from .events import API_NAMES
 from .latency import CLASS_OF_OP, CLASSES, Histogram
-from .probe import FileIdentity, LatencyRow, OpCount
+from .probe import FileIdentity, LatencyRow, OpCount, dev_label
 from .resolve import FileResolver
 
 COUNTER_FIELDS = (
@@ -125,7 +124,7 @@ class FileActivity(Counts):
             "kind": self.kind,
             "table": self.table,
             "deleted": self.deleted,
-            "dev": f"{os.major(self.file.dev)}:{os.minor(self.file.dev)}",
+            "dev": dev_label(self.file.dev),
             "ino": self.file.ino,
             **self.counters_json(),
             "apis": sorted(self.apis),

@@ -105,6 +105,11 @@ def test_the_checker_sees_a_cycle_and_a_function_level_import(tmp_path: Path) ->
     mod.write_text("def f():\n    from .other import x\n    from . import third\n")
     found = set(imported("mysqlio.m", mod, {"mysqlio.m", "mysqlio.other", "mysqlio.third"}))
     assert found == {"mysqlio.other", "mysqlio.third"}
+    absolute = [
+        _absolute_package_import(n)
+        for n in ast.parse("from mysqlio.x import y\nimport mysqlio.z\nfrom .x import y").body
+    ]
+    assert absolute == [True, True, False]
 
 
 def test_no_import_cycles() -> None:
@@ -116,12 +121,17 @@ def test_no_module_over_the_line_limit() -> None:
     assert long == {}
 
 
+def _absolute_package_import(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module or "").split(".")[0] == PACKAGE
+    return isinstance(node, ast.Import) and any(a.name.split(".")[0] == PACKAGE for a in node.names)
+
+
 def test_siblings_are_imported_relatively() -> None:
-    absolute = []
-    for name, path in modules().items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == PACKAGE:
-                absolute.append(f"{name}:{node.lineno}")
-            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == PACKAGE for a in node.names):
-                absolute.append(f"{name}:{node.lineno}")
+    absolute = [
+        f"{name}:{node.lineno}"
+        for name, path in modules().items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if _absolute_package_import(node)
+    ]
     assert absolute == []

@@ -16,7 +16,7 @@ class BuildWithProbes(build_py):
     def run(self) -> None:
         subprocess.run(["make", "-C", str(HERE), "bpf"], check=True)
         super().run()
-        # the SystemTap scripts ship inside the package (mysqlio.stap.script_dir looks there first)
+        # the SystemTap scripts ship inside the package (mysqlio.stap_compile.script_dir looks there first)
         shutil.copytree(HERE / "stap", Path(self.build_lib) / "mysqlio" / "stap", dirs_exist_ok=True)
 
 

@@ -10,7 +10,7 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
 1. Notes the kernel: release, /proc/version, BTF, where tracefs and debugfs are mounted
    (before mysqlio runs, since mysqlio may mount tracefs itself), io_uring's sysctl.
    In a guest, makes a fresh ext4 on a loop device for all the writing (see scratch()).
-2. Runs every iogen scenario of tests/traced.py's IOGEN_SCENARIOS once untraced, in
+2. Runs every iogen scenario of mysqlio.devtools.traced's IOGEN_SCENARIOS once untraced, in
    parallel, each in its own directory: the scenarios this kernel can run (iogen exits 0;
    `uring` fails where io_uring is missing or disabled) and the file names each one writes.
    The on-request `latency`, `rate` and `periodic` scenarios are skipped for time (said in

@@ -1,16 +1,23 @@
 """The SystemTap backend live, in guests on Debian's stock kernels (virtme-ng, emulated).
 
-For each kernel ("6.1": Debian 12, "5.10": Debian 11), as production does it:
+For each kernel ("6.1": Debian 12, "5.10": Debian 11, "6.12": Debian 13, "sid": unstable's),
+as production does it:
 
-1. on this host, `mysqlio stap-build --kernel RELEASE` compiles the modules against that
-   kernel's headers (tools/kernels.py fetches them); the result is kept under
-   /var/cache/mysqlio/stap/RELEASE-DIGEST (DIGEST: the scripts, defines and stap version), so a
-   later run compiles nothing;
+1. on a build host, `mysqlio stap-build --kernel RELEASE` compiles the modules against that
+   kernel's headers. For 6.1 and 5.10 the build host is this one (Debian 12's stap 4.8 and
+   gcc-12; tools/kernels.py fetches the headers); for 6.12 and sid, whose headers need gcc-14
+   and gcc-16 and a newer SystemTap, it is a root of the kernel's own Debian release with its
+   systemtap, gcc and linux-headers (tools/build_roots.py; prepared in the background while
+   the first kernels run). The result is kept under /var/cache/mysqlio/stap/RELEASE-KEY (KEY:
+   the scripts, mysqlio's stap code and the compiling stap's version), so a later run compiles
+   nothing;
 2. a guest boots that kernel (tools/guest.py) and runs this file's guest side: one iogen
    process doing every default scenario, io_uring included, then 2,000 x 4 KiB writes to one
    file at 1,000 a second (rate.dat: about seven 0.3 s intervals), traced by
    `mysqlio top --backend stap --stap-module DIR` (staprun only: nothing is compiled there,
-   the directory is copied in as it would be to a server); then a contention phase: two busy
+   the directory is copied in as it would be to a server; the staprun is the build release's:
+   the host's for 6.1 and 5.10, the root's, run chrooted, for 6.12 and sid, as a server of
+   that release has its own systemtap-runtime); then a contention phase: two busy
    threads of one process, one writing 300 files in turn (300 rows a flush);
 3. here, every file's counters over all intervals are compared with iogen's own (its JSON
    ground truth, as tests/test_exact_iogen.py does for eBPF).
@@ -19,23 +26,31 @@ The verdict per scenario ("exact", "differs: ...", io_uring: "not traced (io_uri
 written to build/matrix/stap-ALIAS.json, and into the kernel matrix's RELEASE.json under
 "stap" (tools/compat_table.py's SystemTap column), with the timings.
 
+When a kernel cannot run the backend at all (its modules do not compile, or staprun cannot
+load them), the line that said so is that kernel's result. This machine's own kernel has no
+loadable module support: test_host_kernel_cannot_load_modules records what mysqlio and staprun
+say when asked to, under the host's "stap" key.
+
+MYSQLIO_STAP_KERNELS="6.12 sid" limits the run to some of the kernels.
+
 Like every test marked bpf, these fail, never skip, when they cannot run.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +64,9 @@ from mysqlio.devtools.traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_
 
 pytestmark = pytest.mark.bpf
 
-KERNELS = ("6.1", "5.10")
+KERNELS = tuple(os.environ.get("MYSQLIO_STAP_KERNELS", "6.1 5.10 6.12 sid").split())
+# compiled in a root of the kernel's own Debian release (tools/build_roots.py), not on this host
+ROOT_BUILT = ("6.12", "sid")
 STAP_CACHE = Path(os.environ.get("MYSQLIO_STAP_CACHE", "/var/cache/mysqlio/stap"))
 MATRIX = REPO / "build" / "matrix"
 INTERVAL_S = 0.3
@@ -91,8 +108,16 @@ def guest_main(argv: list[str]) -> int:
     ap.add_argument("--modules", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--dir", required=True, help="where iogen writes")
+    ap.add_argument("--staprun-root", help="run the staprun of this root (the kernel's own release)")
     args, iogen_args = ap.parse_known_args(argv)  # the rest: iogen's
     result: dict[str, Any] = {"release": os.uname().release, "timings": {}}
+    if args.staprun_root:
+        try:
+            use_staprun_of(args.staprun_root, args.modules)
+        except BaseException as exc:  # whatever happened goes to the host
+            result["error"] = f"staprun of {args.staprun_root}: {type(exc).__name__}: {exc}"
+            Path(args.out).write_text(json.dumps(result))
+            return 0
     t = result["timings"]
     os.makedirs(args.dir, exist_ok=True)
     gen = start_iogen(str(REPO / "tools" / "iogen"), args.dir, iogen_args)
@@ -135,6 +160,34 @@ def guest_main(argv: list[str]) -> int:
             result["contention"] = {"error": f"{type(exc).__name__}: {exc}"}
     Path(args.out).write_text(json.dumps(result))
     return 0
+
+
+def staprun_package(root: str | None = None) -> str:
+    """The version of systemtap-runtime (staprun's package) in ROOT, or on this machine."""
+    from server_roots import installed_version
+
+    return installed_version(root or "/", "systemtap-runtime")
+
+
+def use_staprun_of(root: str, modules: str) -> None:
+    """Make the `staprun` mysqlio finds on PATH the one of ROOT, a root of the kernel's own
+    Debian release (tools/build_roots.py): a server of that release runs its own
+    systemtap-runtime, and a staprun of another SystemTap release cannot load the module
+    (Debian 12's 4.8 with a module of sid's 5.6: "Unable to send relocation: Invalid
+    argument"). It runs chrooted in ROOT, with /proc, /sys, /dev and the modules' directory
+    bound in (mounts in the guest, which is thrown away after; the root's /tmp a tmpfs of the
+    guest's, so that the modules' path can be made there without touching the cached root).
+    The host shares ROOT with the guest (vng --rwdir: the guest's /var/cache is its own)."""
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", os.path.join(root, "tmp")], check=True)
+    for src in ("/proc", "/sys", "/dev", modules):
+        target = os.path.join(root, src.lstrip("/"))
+        os.makedirs(target, exist_ok=True)
+        subprocess.run(["mount", "--rbind", src, target], check=True, capture_output=True, text=True)
+    bin_dir = tempfile.mkdtemp(prefix="staprun-")
+    wrapper = Path(bin_dir, "staprun")
+    wrapper.write_text(f'#!/bin/sh\nexec chroot {shlex.quote(root)} /usr/bin/staprun "$@"\n')
+    wrapper.chmod(0o755)
+    os.environ["PATH"] = f"{bin_dir}:{os.environ.get('PATH', '')}"
 
 
 def contention_phase(modules: str, directory: str) -> dict[str, Any]:
@@ -224,16 +277,29 @@ def kbuild_ready(kernel) -> None:  # kernel: kernels.Kernel
             tree.symlink_to(kernel.headers_common)
 
 
-def cached_modules(release: str, cc: str | None = None) -> tuple[Path, float | None]:
-    """stap-build's directory for the release (built now if not cached): (dir, compile seconds,
-    None when it came from the cache)."""
-    from mysqlio import stap
+def host_stap_version() -> str:
+    proc = subprocess.run(["stap", "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return ((proc.stdout or proc.stderr).splitlines() or [""])[0].strip()
 
-    target = STAP_CACHE / f"{release}-{stap.scripts_digest()[:16]}"
-    manifest = target / stap.MANIFEST
-    if manifest.is_file():
-        for mode in stap.MODES:
-            stap.prebuilt_module(str(target), mode, release=release)  # whole and of this protocol
+
+def whole(directory: Path) -> bool:
+    """stap-build's directory with its manifest and every module the manifest names."""
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+    names = [m.get("file", "") for m in manifest.get("modules", {}).values()]
+    return bool(names) and all((directory / n).is_file() for n in names)
+
+
+def cached_modules(release: str, cc: str | None = None) -> tuple[Path, float | None]:
+    """stap-build's directory for the release, built on this host (if not cached): (dir,
+    compile seconds, None when it came from the cache)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    from build_roots import sources_digest
+
+    target = STAP_CACHE / f"{release}-{sources_digest(host_stap_version())[:16]}"
+    if whole(target):
         return target, None
     STAP_CACHE.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{release}-", dir=STAP_CACHE))
@@ -257,9 +323,32 @@ def cached_modules(release: str, cc: str | None = None) -> tuple[Path, float | N
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
     assert proc.returncode == 0, f"stap-build for {release} failed:\n{proc.stderr[-3000:]}"
-    with contextlib.suppress(OSError):  # OSError: another run made it first
+    if whole(target):  # another run made it first
+        shutil.rmtree(staging, ignore_errors=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     return target, seconds
+
+
+_prebuilds: dict[str, Future] = {}
+
+
+def start_prebuilds() -> None:
+    """The roots and modules of ROOT_BUILT kernels, prepared in threads while the first
+    kernels run (debootstrap mostly waits on the network; the compiles take a core each)."""
+    if _prebuilds:
+        return
+    sys.path.insert(0, str(REPO / "tools"))
+    from build_roots import ensure_modules
+
+    wanted = [a for a in ROOT_BUILT if a in KERNELS]
+    if not wanted:
+        return
+    pool = ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="build-root")
+    for alias in wanted:
+        _prebuilds[alias] = pool.submit(ensure_modules, alias)
+    pool.shutdown(wait=False)
 
 
 @dataclass
@@ -269,8 +358,9 @@ class LiveRun:
     guest: dict[str, Any]
     totals: FileTotals
     verdicts: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float | None] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
     matrix_file: Path | None = None
+    build: dict[str, Any] = field(default_factory=dict)
 
 
 def differences(got: dict[str, int] | None, want: dict[str, Any]) -> list[str]:
@@ -341,15 +431,48 @@ def live_run(alias: str, tmp_root: Path) -> LiveRun:
     if alias in _runs:
         return _runs[alias]
     sys.path.insert(0, str(REPO / "tools"))
+    from build_roots import BuildError
     from guest import run_in_guest
 
+    start_prebuilds()
     start = time.monotonic()
     kernel = kernel_of(alias)
     fetch_s = time.monotonic() - start
-    kbuild_ready(kernel)
-    # Debian 11's headers name gcc-10, which Debian 12 does not have: kbuild then uses gcc (12)
-    cc = None if kernel.compiler is None or shutil.which(kernel.compiler) else "gcc"
-    modules, compile_s = cached_modules(kernel.release, cc)
+    via = "mysqlio stap-build on the host, top --stap-module (staprun only) in the guest"
+    build: dict[str, Any] = {}
+    if alias in ROOT_BUILT:
+        start = time.monotonic()
+        try:
+            built = _prebuilds[alias].result()
+        except BuildError as exc:  # the kernel's result: the line stap or the compiler said
+            run = judge(alias, kernel.release, {"error": f"stap-build failed: {exc.line}"}, "")
+            run.guest["build_output"] = exc.output
+            run.timings = {"kernel_fetch_s": round(fetch_s, 1), "build_wait_s": round(time.monotonic() - start, 1)}
+            run.matrix_file = write_matrix(run, status="build failed")
+            _runs[alias] = run
+            return run
+        modules, compile_s = built.modules, built.compile_s
+        build = {
+            "suite": built.suite,
+            "versions": built.versions,
+            "root_s": round(built.root_s, 1),
+            "wait_s": round(time.monotonic() - start, 1),
+            "root": built.root,
+        }
+        shown = ", ".join(
+            f"{p} {v}" + (f" from {built.stap_suite}" if p == "systemtap" and built.stap_suite != built.suite else "")
+            for p, v in built.versions.items()
+            if p != "python3"
+        )
+        via = (
+            f"mysqlio stap-build in a Debian {built.suite} root ({shown}); in the guest top --stap-module "
+            "with that root's staprun only"
+        )
+    else:
+        kbuild_ready(kernel)
+        # Debian 11's headers name gcc-10, which Debian 12 does not have: kbuild then uses gcc (12)
+        cc = None if kernel.compiler is None or shutil.which(kernel.compiler) else "gcc"
+        modules, compile_s = cached_modules(kernel.release, cc)
     share = tmp_root / f"guest-{alias}"
     share.mkdir(parents=True, exist_ok=True)
     directory = share / "io"
@@ -368,9 +491,11 @@ def live_run(alias: str, tmp_root: Path) -> LiveRun:
         str(out),
         "--dir",
         str(directory),
+        *(["--staprun-root", build["root"]] if build else []),
         *IOGEN_SCENARIOS_ARGS,
     ]
-    res = run_in_guest(kernel, cmd, timeout_s=GUEST_TIMEOUT_S, rwdirs=[share], cwd=REPO)
+    rwdirs = [share, *([build["root"]] if build else [])]  # the root: for its staprun
+    res = run_in_guest(kernel, cmd, timeout_s=GUEST_TIMEOUT_S, rwdirs=rwdirs, cwd=REPO)
     guest = (
         json.loads(out.read_text())
         if out.is_file()
@@ -382,10 +507,14 @@ def live_run(alias: str, tmp_root: Path) -> LiveRun:
         "kernel_fetch_s": round(fetch_s, 1),
         "compile_s": None if compile_s is None else round(compile_s, 1),
         "module_cache": "hit" if compile_s is None else "miss",
+        **({"build_root_s": build["root_s"], "build_wait_s": build["wait_s"]} if build else {}),
         "guest_s": round(res.seconds, 1),
         **guest.get("timings", {}),
     }
-    run.matrix_file = write_matrix(run)
+    run.build = build
+    guest["staprun"] = staprun_package(build.get("root"))
+    via += f" (systemtap-runtime {guest['staprun']})"
+    run.matrix_file = write_matrix(run, via=via)
     _runs[alias] = run
     return run
 
@@ -393,7 +522,7 @@ def live_run(alias: str, tmp_root: Path) -> LiveRun:
 IOGEN_SCENARIOS_ARGS = [a for s in IOGEN_SCENARIOS for a in ("--scenario", s)] + list(BOUNDARY)
 
 
-def write_matrix(run: LiveRun) -> Path:
+def write_matrix(run: LiveRun, status: str | None = None, via: str = "") -> Path:
     """build/matrix/stap-ALIAS.json (this run), and its verdicts as the "stap" key of the kernel
     matrix's own result for that release (tests/test_kernel_matrix.py writes it; the shape of
     tools/matrix_guest.py's modes), which tools/compat_table.py turns into the SystemTap column.
@@ -410,7 +539,10 @@ def write_matrix(run: LiveRun) -> Path:
         "intervals": run.totals.intervals,
         "io_uring_note": "does not see io_uring" in stderr,
         "timings": run.timings,
+        "build": run.build,
+        "staprun": run.guest.get("staprun"),
         "error": run.guest.get("error"),
+        "build_output": run.guest.get("build_output"),
     }
     path.write_text(json.dumps(obj, indent=1) + "\n")
     matrix = MATRIX / f"{run.release}.json"
@@ -422,13 +554,13 @@ def write_matrix(run: LiveRun) -> Path:
         error = run.guest.get("error")
         result["stap"] = {
             "top": {
-                "status": "error" if error else "ran",
+                "status": status or ("error" if error else "ran"),
                 "error": error,
                 "load_seconds": run.timings.get("load_s"),
                 "lost_events": run.totals.lost_events,
-                "cells": {s: v for s, v in run.verdicts.items() if s not in NOT_TRACED},
+                "cells": {} if status else {s: v for s, v in run.verdicts.items() if s not in NOT_TRACED},
                 "not_traced": {s: run.verdicts.get(s) for s in NOT_TRACED},
-                "via": "mysqlio stap-build on the host, top --stap-module (staprun only) in the guest",
+                "via": via,
             }
         }
         matrix.write_text(json.dumps(result, indent=1) + "\n")
@@ -481,6 +613,118 @@ def test_io_uring_is_not_traced_and_top_says_so(live: LiveRun) -> None:
     assert live.verdicts["uring"] == NOT_TRACED["uring"]
     stderr = live.guest["top_stderr"]
     assert "does not see io_uring requests" in stderr, stderr
+
+
+# ---- this machine's own kernel ----
+
+
+def kernel_config_modules(release: str) -> str:
+    """The CONFIG_MODULES line of the running kernel's configuration (/proc/config.gz, else
+    /boot/config-RELEASE), or why there is none."""
+    import gzip
+
+    for path, opener in ((Path("/proc/config.gz"), gzip.open), (Path(f"/boot/config-{release}"), open)):
+        try:
+            with opener(path, "rt") as f:  # type: ignore[operator]
+                for line in f:
+                    if re.match(r"(# )?CONFIG_MODULES[= ]", line):
+                        return f"{line.strip()} ({path})"
+        except OSError:
+            continue
+        return f"no CONFIG_MODULES line in {path}"
+    return "no kernel configuration found (/proc/config.gz, /boot/config-RELEASE)"
+
+
+def host_attempt() -> dict[str, Any]:
+    """Ask this machine's kernel to run the stap backend: mysqlio top --backend stap on a
+    process (mysqlio's own check), and staprun inserting a module built for 6.1 (the kernel's
+    own answer: which error init_module gives)."""
+    release = os.uname().release
+    found: dict[str, Any] = {
+        "release": release,
+        "proc_modules": Path("/proc/modules").exists(),
+        "config": kernel_config_modules(release),
+    }
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        top = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mysqlio",
+                "top",
+                "--backend",
+                "stap",
+                "--json",
+                "-i",
+                "0.3",
+                "-p",
+                str(sleeper.pid),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    found["top_exit"] = top.returncode
+    found["top_line"] = (top.stderr.strip().splitlines() or ["(nothing on stderr)"])[-1]
+    kernel = kernel_of("6.1")  # any module will do: the kernel is asked to insert it
+    kbuild_ready(kernel)
+    built, _ = cached_modules(kernel.release)
+    module = built / "mysqlio_top.ko"
+    staprun = shutil.which("staprun")
+    if staprun is None:
+        found["staprun_line"] = "staprun is not installed"
+        found["staprun_exit"] = None
+    else:
+        proc = subprocess.run([staprun, str(module)], capture_output=True, text=True, timeout=300, check=False)
+        line = (proc.stderr.strip().splitlines() or [f"(exit {proc.returncode}, nothing on stderr)"])[0]
+        found["staprun_line"] = line.replace(str(module), module.name)  # no machine path in the doc
+        found["staprun_exit"] = proc.returncode
+    return found
+
+
+def write_host_matrix(found: dict[str, Any]) -> Path:
+    """build/matrix/stap-host.json, and the host's matrix result's "stap" key (its cell)."""
+    MATRIX.mkdir(parents=True, exist_ok=True)
+    path = MATRIX / "stap-host.json"
+    path.write_text(json.dumps({"kernel": "host", "backend": "stap", **found}, indent=1) + "\n")
+    matrix = MATRIX / f"{found['release']}.json"
+    if matrix.is_file():
+        result = json.loads(matrix.read_text())
+        config = found["config"].split(" (")[0].removeprefix("# ")
+        modules = "present" if found["proc_modules"] else "missing"
+        error = (
+            f"staprun: {found['staprun_line']} ({config}, /proc/modules {modules}); "
+            f"mysqlio top --backend stap: {found['top_line']}"
+        )
+        result["stap"] = {
+            "top": {
+                "status": "cannot run",
+                "error": error,
+                "cells": {},
+                "via": "asked on the host itself: mysqlio top --backend stap, staprun of a module",
+            }
+        }
+        matrix.write_text(json.dumps(result, indent=1) + "\n")
+    return path
+
+
+def test_host_kernel_cannot_load_modules() -> None:
+    """This machine's kernel (6.18, built without CONFIG_MODULES) cannot run the stap backend:
+    mysqlio says so in one line before compiling anything, and staprun's insert fails with
+    ENOSYS. Recorded as the host's SystemTap cell. On a kernel that can load modules this test
+    fails: the stap backend on the host itself is not what it measures."""
+    if os.geteuid() != 0:
+        pytest.fail("the live SystemTap tests need root (staprun)")
+    found = host_attempt()
+    write_host_matrix(found)
+    assert not found["proc_modules"], f"this kernel can load modules: {found}"
+    assert found["top_exit"] != 0 and "cannot load modules" in found["top_line"], found
+    assert found["staprun_exit"] != 0 and "Function not implemented" in found["staprun_line"], found
 
 
 if __name__ == "__main__":

@@ -129,6 +129,14 @@ def render(results: list[dict[str, Any]]) -> str:
         "and each (mode, scenario) cell is compared with iogen's own ground truth, file by file,",
         "counter by counter. The host's kernel runs the same script directly.",
         "",
+        "The SystemTap column comes from `tests/test_stap_live.py`: the modules are compiled by",
+        "`mysqlio stap-build` on a build host of the kernel's own Debian release (this host for",
+        "Debian 11 and 12; a debootstrapped root with that release's systemtap, gcc and",
+        "linux-headers for 13 and sid, `tools/build_roots.py`; Debian 13's own systemtap 5.1",
+        "cannot build for its kernel, forky's 5.6 is used there), copied into the guest and run",
+        "there by `mysqlio top --stap-module` with the build release's staprun only; `uring` is",
+        "left out (not traced, by design). On the host: what a real attempt said.",
+        "",
         "Regenerate: `make setup`, then (as root) `.venv/bin/pytest -v tests/test_kernel_matrix.py`",
         "(16 to 23 minutes on a 2-core machine, depending on what else runs; the downloads from an",
         "empty cache take about a minute) and `python3 tools/compat_table.py`.",
@@ -211,6 +219,8 @@ def render(results: list[dict[str, Any]]) -> str:
                 if run.get("error"):
                     head += f": `{' '.join(str(run['error']).split())}`"
                 out.append(head)
+                if run.get("via"):
+                    out.append(f"  - how: {run['via']}")
                 if run.get("status") == "ran":
                     bad = {s: v for s, v in run.get("cells", {}).items() if v != "exact"}
                     for s, v in bad.items():

@@ -19,6 +19,12 @@ datadir its mariadb-server postinst created (the sandbox makes its own:
 mysqlio.sandbox.RootedMariaDB).
 
     SUITES: bullseye (Debian 11, MariaDB 10.5), trixie (Debian 13, MariaDB 11.8)
+
+The machinery (mirror, debootstrap, trim, stamp, lock, rename) takes any RootSpec:
+tools/build_roots.py makes SystemTap build hosts with it (a root's packages are part of
+its stamp, so a root of other packages is rebuilt; RootSpec.later installs a few packages
+from a later suite with the root's own apt), and run_in_root runs a command chrooted in a
+root, in a mount namespace of its own.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernels import source_entries  # tools/ is on sys.path wherever this runs
@@ -48,7 +56,43 @@ STAMP = ".mysqlio-root.json"
 FORMAT = 1  # bump when what a root must contain changes: old roots are rebuilt
 BUILD_TIMEOUT_S = 900.0
 HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-_TRIM = ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*", "var/lib/mysql/*")
+TRIM_APT = ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*")
+
+
+@dataclass(frozen=True)
+class RootSpec:
+    """What one cached root is: `debootstrap --variant=minbase --include=PACKAGES SUITE`
+    into CACHE/NAME, then TRIM (globs in the root) removed. It is ready when its stamp
+    names the same FORMAT, suite and packages, and the file READY is in it: a root whose
+    packages changed (e.g. another kernel release's headers) is built again.
+    tools/build_roots.py makes the roots that compile SystemTap modules with this."""
+
+    name: str
+    suite: str
+    packages: tuple[str, ...]
+    ready: str  # a path inside the root
+    purpose: str  # for the log
+    trim: tuple[str, ...] = TRIM_APT
+    versions_of: tuple[str, ...] = ()  # packages whose installed versions the stamp records
+    # (SUITE, PACKAGES): after debootstrap, PACKAGES from a later SUITE (e.g. a newer systemtap),
+    # installed by the root's apt with that suite pinned low, so nothing else moves to it
+    later: tuple[str, tuple[str, ...]] | None = None
+
+    def key(self) -> object:
+        """What the stamp must repeat for the root to be this one (JSON-shaped)."""
+        return [self.suite, list(self.packages), [self.later[0], list(self.later[1])] if self.later else None]
+
+
+def server_spec(suite: str) -> RootSpec:
+    return RootSpec(
+        name=suite,
+        suite=suite,
+        packages=PACKAGES,
+        ready="usr/sbin/mariadbd",
+        purpose=f"MariaDB {SUITES.get(suite, '?')}",
+        trim=(*TRIM_APT, "var/lib/mysql/*"),
+        versions_of=("mariadb-server",),
+    )
 
 
 def log(message: str) -> None:
@@ -127,14 +171,78 @@ def read_stamp(root: str) -> dict[str, object] | None:
     return stamp if isinstance(stamp, dict) else None
 
 
-def is_ready(root: str, suite: str) -> bool:
+def is_ready(root: str, suite: str, spec: RootSpec | None = None) -> bool:
+    spec = spec or server_spec(suite)
     stamp = read_stamp(root)
     return (
         stamp is not None
         and stamp.get("format") == FORMAT
-        and stamp.get("suite") == suite
-        and os.path.isfile(os.path.join(root, "usr/sbin/mariadbd"))
+        and [stamp.get("suite"), list(stamp.get("packages") or ()), stamp.get("later")] == spec.key()
+        and os.path.lexists(os.path.join(root, spec.ready))
     )
+
+
+def run_in_root(
+    root: str,
+    argv: Sequence[str],
+    binds: dict[str, str] | None = None,
+    read_only: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    timeout_s: float = BUILD_TIMEOUT_S,
+) -> subprocess.CompletedProcess[str]:
+    """ARGV chrooted in ROOT, in a mount namespace of its own (nothing stays mounted, and the
+    host never sees the mounts): /proc, /dev and BINDS (host path -> path in the root; those
+    in READ_ONLY bound read-only) mounted first. ENV: the whole environment (PATH, HOME, LC_ALL
+    set by default)."""
+    script = ["set -e"]
+    for host, inside in {"/proc": "/proc", "/dev": "/dev", **(binds or {})}.items():
+        target = os.path.join(root, inside.lstrip("/"))
+        script.append(f"mkdir -p {shlex.quote(target)}")
+        script.append(f"mount --rbind {shlex.quote(host)} {shlex.quote(target)}")
+        if host in read_only:
+            script.append(f"mount -o remount,bind,ro {shlex.quote(target)}")
+    full = {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/root",
+        "LC_ALL": "C.UTF-8",
+        **(env or {}),
+    }
+    script.append(
+        f"exec chroot {shlex.quote(root)} /usr/bin/env -i "
+        + shlex.join([f"{k}={v}" for k, v in full.items()] + list(argv))
+    )
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", "\n".join(script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _install_later(work: str, spec: RootSpec, mirror: str, log_path: str) -> None:
+    """spec.later's packages from its suite, by the root's own apt (network: the mirror's)."""
+    assert spec.later is not None
+    suite, packages = spec.later
+    # check-valid-until=no: a testing suite's Release can be past its Valid-Until on a mirror
+    # (forky's was, by 17 days, here); its signature is still checked
+    Path(work, "etc/apt/sources.list.d/mysqlio-later.list").write_text(
+        f"deb [check-valid-until=no] {mirror} {suite} main\n"
+    )
+    Path(work, "etc/apt/preferences.d").mkdir(parents=True, exist_ok=True)
+    Path(work, "etc/apt/preferences.d/mysqlio-later").write_text(
+        f"Package: *\nPin: release n={suite}\nPin-Priority: 100\n"
+    )
+    wanted = " ".join(f"{p}/{suite}" for p in packages)
+    cmd = f"apt-get -q update && apt-get -q -y --no-install-recommends install {wanted}"
+    log(f"{spec.name}: {cmd}")
+    proc = run_in_root(work, ["sh", "-c", cmd], env={"DEBIAN_FRONTEND": "noninteractive"})
+    with open(log_path, "a") as out:
+        out.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+        raise RuntimeError(f"installing {wanted} in the {spec.name} root failed (exit {proc.returncode}):\n{tail}")
 
 
 @contextlib.contextmanager
@@ -147,30 +255,31 @@ def _locked(path: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _server_version(root: str) -> str:
-    """mariadb-server's version as dpkg recorded it in the root."""
+def installed_version(root: str, package: str) -> str:
+    """PACKAGE's version as dpkg recorded it in the root ("?" when not installed)."""
     try:
         text = Path(root, "var/lib/dpkg/status").read_text(errors="replace")
     except OSError:
         return "?"
-    found = re.search(r"^Package: mariadb-server\nStatus: [^\n]*\n(?:[^\n]+\n)*?Version: (\S+)", text, re.MULTILINE)
+    found = re.search(rf"^Package: {re.escape(package)}\n(?:[^\n]+\n)*?Version: (\S+)", text, re.MULTILINE)
     return found[1] if found else "?"
 
 
-def build(suite: str, target: str, mirror: str) -> None:
+def build(suite: str, target: str, mirror: str, spec: RootSpec | None = None) -> None:
     """debootstrap into target.build, trim it, stamp it, rename it to target."""
+    spec = spec or server_spec(suite)
     work = target + ".build"
     _remove_tree(work)
     started = time.monotonic()
     cmd = [
         "debootstrap",
         "--variant=minbase",
-        f"--include={','.join(PACKAGES)}",
-        suite,
+        f"--include={','.join(spec.packages)}",
+        spec.suite,
         work,
         mirror,
     ]
-    log(f"building the {suite} root (MariaDB {SUITES.get(suite, '?')}): {' '.join(cmd)}")
+    log(f"building the {spec.name} root ({spec.purpose}): {' '.join(cmd)}")
     log_path = target + ".log"
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
@@ -184,49 +293,68 @@ def build(suite: str, target: str, mirror: str) -> None:
     if code != 0:
         tail = "\n".join(Path(log_path).read_text(errors="replace").splitlines()[-15:])
         _remove_tree(work)
-        raise RuntimeError(f"debootstrap {suite} failed (exit {code}); {log_path} ends:\n{tail}")
+        raise RuntimeError(f"debootstrap {spec.suite} failed (exit {code}); {log_path} ends:\n{tail}")
     left = _mounts_under(work)
     if left:
         raise RuntimeError(f"debootstrap left mounts in {work}: {', '.join(left)}")
-    for pattern in _TRIM:
+    if spec.later:
+        try:
+            _install_later(work, spec, mirror, log_path)
+        except BaseException:
+            _remove_tree(work)
+            raise
+    for pattern in spec.trim:
         for path in glob.glob(os.path.join(work, pattern)):
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
             else:
                 os.unlink(path)
     Path(work, "etc/hosts").write_text(HOSTS)
+    versions = {p: installed_version(work, p) for p in spec.versions_of}
     stamp = {
         "format": FORMAT,
-        "suite": suite,
+        "suite": spec.suite,
         "mirror": mirror,
-        "packages": list(PACKAGES),
-        "mariadb_server": _server_version(work),
+        "packages": list(spec.packages),
+        **({"later": spec.key()[2]} if spec.later else {}),
+        **({"mariadb_server": versions.get("mariadb-server", "?")} if spec.name == spec.suite else {}),
+        "versions": versions,
         "built": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "build_s": round(time.monotonic() - started, 1),
     }
     Path(work, STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
     _remove_tree(target)
     os.rename(work, target)
-    log(f"{suite} root ready in {stamp['build_s']} s: {target} (mariadb-server {stamp['mariadb_server']})")
+    shown = ", ".join(f"{p} {v}" for p, v in versions.items())
+    log(f"{spec.name} root ready in {stamp['build_s']} s: {target}" + (f" ({shown})" if shown else ""))
 
 
-def ensure_root(suite: str, cache_dir: str | None = None, mirror: str | None = None) -> str:
-    """The root of `suite`, built first when missing or incomplete."""
-    if suite not in SUITES:
-        raise ValueError(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
-    cache = cache_dir or os.environ.get("MYSQLIO_ROOTS_DIR") or CACHE_DIR
+def cache_dir_of(cache_dir: str | None = None) -> str:
+    return cache_dir or os.environ.get("MYSQLIO_ROOTS_DIR") or CACHE_DIR
+
+
+def ensure_spec(spec: RootSpec, cache_dir: str | None = None, mirror: str | None = None) -> str:
+    """The root SPEC describes, built first when missing, incomplete or of other packages."""
+    cache = cache_dir_of(cache_dir)
     os.makedirs(cache, exist_ok=True)
-    target = os.path.join(cache, suite)
-    if is_ready(target, suite):
+    target = os.path.join(cache, spec.name)
+    if is_ready(target, spec.suite, spec):
         return target
     if shutil.which("debootstrap", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"])) is None:
         raise RuntimeError("debootstrap is not installed (make setup installs it: tools/install-deps.sh)")
     if os.geteuid() != 0:
-        raise RuntimeError(f"building the {suite} root needs root (debootstrap)")
+        raise RuntimeError(f"building the {spec.name} root needs root (debootstrap)")
     with _locked(target + ".lock"):
-        if not is_ready(target, suite):  # another process may have built it meanwhile
-            build(suite, target, mirror or find_mirror())
+        if not is_ready(target, spec.suite, spec):  # another process may have built it meanwhile
+            build(spec.suite, target, mirror or find_mirror(), spec)
     return target
+
+
+def ensure_root(suite: str, cache_dir: str | None = None, mirror: str | None = None) -> str:
+    """The server root of `suite`, built first when missing or incomplete."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
+    return ensure_spec(server_spec(suite), cache_dir, mirror)
 
 
 def ensure_roots(suites: Sequence[str], cache_dir: str | None = None, mirror: str | None = None) -> dict[str, str]:

@@ -57,10 +57,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mysqlio.devtools.traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_json_line, start_iogen, start_top
 
-from mysqlio.devtools.traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_json_line, start_iogen, start_top  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.bpf
 
@@ -256,10 +255,11 @@ def contention_phase(modules: str, directory: str) -> dict[str, Any]:
 
 
 # ---- the host side ----
+# tools/ modules are imported in the functions that use them: pytest puts tools/ on the path
+# (pyproject: pythonpath), the guest side, run as a script, has no use for them.
 
 
 def kernel_of(alias: str):  # -> kernels.Kernel
-    sys.path.insert(0, str(REPO / "tools"))
     from kernels import ensure_kernel
 
     return ensure_kernel(alias, headers=True)
@@ -295,7 +295,6 @@ def whole(directory: Path) -> bool:
 def cached_modules(release: str, cc: str | None = None) -> tuple[Path, float | None]:
     """stap-build's directory for the release, built on this host (if not cached): (dir,
     compile seconds, None when it came from the cache)."""
-    sys.path.insert(0, str(REPO / "tools"))
     from build_roots import sources_digest
 
     target = STAP_CACHE / f"{release}-{sources_digest(host_stap_version())[:16]}"
@@ -339,7 +338,6 @@ def start_prebuilds() -> None:
     kernels run (debootstrap mostly waits on the network; the compiles take a core each)."""
     if _prebuilds:
         return
-    sys.path.insert(0, str(REPO / "tools"))
     from build_roots import ensure_modules
 
     wanted = [a for a in ROOT_BUILT if a in KERNELS]
@@ -430,7 +428,6 @@ def live_run(alias: str, tmp_root: Path) -> LiveRun:
     """Build (or take from the cache), boot, trace, judge: once per kernel per session."""
     if alias in _runs:
         return _runs[alias]
-    sys.path.insert(0, str(REPO / "tools"))
     from build_roots import BuildError
     from guest import run_in_guest
 

@@ -45,8 +45,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import server_roots
 from kernels import ALIASES, ensure_kernel
 

@@ -9,8 +9,6 @@ import io
 import math
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from mysqlio.bursts.render import burst_spans, render_trains
 from mysqlio.bursts.rules import BATCH, LIVE
 from mysqlio.bursts.series import trains_from_trace
 from mysqlio.bursts.train import Series, Train
-from mysqlio.devtools.traced import attached_line, read_json_line, start_top, stop_top
+from mysqlio.devtools.traced import end_iogen, read_json_line, start_iogen, start_record, start_top, stop_top
 from mysqlio.events import EVENT_DTYPE
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
 
@@ -583,22 +581,11 @@ def test_end_to_end_iogen_periodic(
     trace = str(tmp_path / "periodic.trace")
     args = ["--scenario", "periodic", "--period", str(PERIOD), "--burst-count", "32", "--burst-size", str(MiB)]
     args += ["--seconds", str(PERIOD * BURSTS + 1.5), "--rate", "200", "--size", "4096"]
-    gen = subprocess.Popen(
-        [str(iogen), "--dir", str(work), "--wait", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    gen = start_iogen(str(iogen), str(work), args)
     rec = top = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
-        rec = subprocess.Popen(
-            [sys.executable, "-m", "mysqlio", "record", "-p", str(gen.pid), "-o", trace],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert rec.stderr is not None
-        first = attached_line(rec.stderr)
-        assert first.startswith("mysqlio: recording pid"), first
+        rec = start_record(gen.pid, trace)
         top = start_top(gen.pid, 1.0)
         assert top.stdout is not None
         tracker = BurstTracker()
@@ -632,10 +619,7 @@ def test_end_to_end_iogen_periodic(
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
-        if gen.poll() is None:
-            if gen.stdin:
-                gen.stdin.close()
-            gen.wait(timeout=10)
+        end_iogen(gen)
     bursts_s = expected["bursts_s"]
     assert len(bursts_s) == BURSTS
 

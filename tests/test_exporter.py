@@ -36,7 +36,7 @@ from mysqlio.devtools.scrape import (
     scrape_after,
     wait_for,
 )
-from mysqlio.devtools.traced import assert_one_line_error, attached_line, read_json_line
+from mysqlio.devtools.traced import assert_one_line_error, attached_line, end_iogen, read_json_line, start_iogen
 from mysqlio.exporter import ExporterState, IoCollector
 from mysqlio.kinds import KINDS
 from mysqlio.model import FileActivity, Interval
@@ -128,17 +128,11 @@ def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> No
             probe_default.bind(("127.0.0.1", DEFAULT_PORT))
         except OSError as exc:
             pytest.fail(f"the default port {DEFAULT_PORT} is taken on this machine: {exc}")
-    gen = subprocess.Popen(
-        [str(iogen), "--dir", str(work), "--wait", *IOGEN_ARGS],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    gen = start_iogen(str(iogen), str(work), IOGEN_ARGS)
     a = b = None
     port_a = free_port()
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
         a = start_exporter(gen.pid, "--listen", str(port_a), "--top-files", "1000")  # port alone: localhost
         b = start_exporter(gen.pid, "--top-files", "3")  # the default address
         before = scrape(port_a)
@@ -168,10 +162,7 @@ def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> No
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
-        if gen.poll() is None:
-            assert gen.stdin is not None
-            gen.stdin.close()
-            gen.wait(timeout=10)
+        end_iogen(gen)
 
     # before the workload: every family, every kind at 0, the target
     assert set(FAMILIES) <= before.families, set(FAMILIES) - before.families

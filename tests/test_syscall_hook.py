@@ -30,6 +30,7 @@ from mysqlio.devtools.traced import (
     bpf_fdinfo,
     read_json_line,
     run_iogen_traced,
+    start_iogen,
     stop_top,
 )
 
@@ -277,16 +278,10 @@ def iogen_under_top_in_ns(
 ) -> tuple[IogenRun, list[int], dict[str, tuple[str, str]], str]:
     """iogen's pwrite scenario under top in a private mount namespace: the exact
     comparison, top's program types, its namespace's tracefs/debugfs mounts, its stderr."""
-    gen = subprocess.Popen(
-        [str(iogen), "--dir", str(directory), "--wait", "--scenario", "pwrite"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    gen = start_iogen(str(iogen), str(directory), ["--scenario", "pwrite"])
     top = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
         top = start_top_in_ns(gen.pid, tracefs, wrap=wrap)
         assert top.stdout is not None
         first = read_json_line(top.stdout, 30, "mysqlio top")  # probes attached

@@ -7,13 +7,12 @@ import re
 import sys
 
 from . import __version__
+from .backend import BACKENDS
 from .errors import BpfError, UserError
 from .filters import Filters
 from .kinds import KINDS
 from .model import GROUPS
 from .view import SORT_KEYS
-
-BACKENDS = ("auto", "bpf", "stap")  # mysqlio.backend.BACKENDS (not imported here: it pulls numpy)
 
 
 class _Parser(argparse.ArgumentParser):

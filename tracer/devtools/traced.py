@@ -126,6 +126,32 @@ def start_iogen(
     return gen
 
 
+def end_iogen(gen: subprocess.Popen[str], timeout_s: float = 10) -> None:
+    """iogen's stdin closed (it exits when it waits for a line), killed after timeout_s."""
+    if gen.poll() is None:
+        if gen.stdin:
+            gen.stdin.close()
+        try:
+            gen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            gen.kill()
+            gen.wait()
+
+
+def start_record(pid: int, trace: str, extra: Sequence[str] = ()) -> subprocess.Popen[str]:
+    """`mysqlio record` of pid into trace, once it says it records (its probes attached)."""
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", "record", "-p", str(pid), "-o", trace, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert rec.stderr is not None
+    first = attached_line(rec.stderr)
+    assert first.startswith("mysqlio: recording pid"), first
+    return rec
+
+
 def start_top(pid: int, interval_s: float = 0.3, extra: Sequence[str] = ()) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "mysqlio", "top", "-p", str(pid), "--json", "-i", str(interval_s), *extra],
@@ -177,17 +203,10 @@ class IogenRun:
 
 def run_iogen_traced(iogen: str, directory: str, args: Sequence[str], interval_s: float = 0.3) -> IogenRun:
     """iogen waits until top has attached, runs, and stays alive for the last drain."""
-    gen = subprocess.Popen(
-        [iogen, "--dir", directory, "--wait", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    gen = start_iogen(iogen, directory, args)
     top = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        ready = read_json_line(gen.stdout, 10, "iogen")
-        assert ready.get("ready") is True
         top = start_top(gen.pid, interval_s)
         assert top.stdout is not None
         first = read_json_line(top.stdout, 30, "mysqlio top")  # probes attached
@@ -205,36 +224,18 @@ def run_iogen_traced(iogen: str, directory: str, args: Sequence[str], interval_s
         if top is not None and top.poll() is None:
             top.kill()
             top.wait()
-        if gen.poll() is None:
-            if gen.stdin:
-                gen.stdin.close()
-            try:
-                gen.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(gen.pid, signal.SIGKILL)
-                gen.wait()
+        end_iogen(gen)
 
 
 def run_iogen_recorded(
     iogen: str, directory: str, args: Sequence[str], trace: str, extra: Sequence[str] = ()
 ) -> dict[str, Any]:
     """iogen under `mysqlio record`: iogen's expectations; the trace is left at `trace`."""
-    gen = subprocess.Popen(
-        [iogen, "--dir", directory, "--wait", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
+    gen = start_iogen(iogen, directory, args)
     rec = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
-        rec = subprocess.Popen(
-            [sys.executable, "-m", "mysqlio", "record", "-p", str(gen.pid), "-o", trace, *extra],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert rec.stderr is not None
-        first = attached_line(rec.stderr)
-        assert first.startswith("mysqlio: recording pid"), first
+        rec = start_record(gen.pid, trace, extra)
         gen.stdin.write("go\n")
         gen.stdin.flush()
         expected = read_json_line(gen.stdout, 300, "iogen run")
@@ -247,10 +248,7 @@ def run_iogen_recorded(
         if rec is not None and rec.poll() is None:
             rec.kill()
             rec.wait()
-        if gen.poll() is None:
-            if gen.stdin:
-                gen.stdin.close()
-            gen.wait(timeout=10)
+        end_iogen(gen)
 
 
 def report_json(trace: str, *args: str) -> dict[str, Any]:

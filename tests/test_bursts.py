@@ -424,6 +424,29 @@ def test_tracker_once_a_second_fsync_and_two_trains() -> None:
     assert not shown[5]
 
 
+@pytest.mark.parametrize("tail_writes", [0, 2, 7, 15])
+def test_tracker_counts_a_burst_split_by_an_interval_boundary_whole(tail_writes: int) -> None:
+    """A job writes 31 x 128 KiB every 4 s; top's boundary falls inside each burst, so
+    `tail_writes` of them land in the next 0.25 s interval. The train is taken at a burst's
+    first interval, but its figures count the whole burst (the tail once it has come):
+    31 writes of 128 KiB per burst, as MariaDB's own tests/test_bursts_mariadb.py asserts."""
+    size, writes = 128 << 10, 31
+
+    def myd(n: int) -> list[dict[str, Any]]:
+        zero = dict.fromkeys(("sync_ops", "read_bytes", "read_ops", "errors"), 0)
+        return [{"path": "/d/periodic.MYD", "kind": "myisam", "write_bytes": n * size, "write_ops": n, **zero}]
+
+    tracker = BurstTracker()
+    t = 0.0
+    for i in range(200):
+        on = i > 40 and i % 16 == 0
+        tail = i > 40 and i % 16 == 1 and tail_writes > 0
+        t += 0.25
+        tracker.update(t, 0.25, myd(writes - tail_writes) if on else myd(tail_writes) if tail else [])
+    (train,) = tracker.active_trains()
+    assert (train.bytes_per_burst, train.ops_per_burst, train.typical_request_size) == (writes * size, writes, size)
+
+
 def test_tracker_feeds_model_intervals() -> None:
     @dataclass
     class F:

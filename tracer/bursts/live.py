@@ -309,13 +309,19 @@ class BurstTracker:
         if b is None:
             return
         b.open = False
+        if b.end <= b.onset + self._r:
+            return  # one interval: it was searched with its whole size at its onset
         train = self._active.get((i, metric))
-        if b.end > b.onset + self._r and (train is None or train.members[-1].start_s != b.start):
-            if b.prominence < PROMINENCE:
-                return
-            requests = b.ops_total if metric == "write" else b.bytes_total
-            if requests >= SMALL_REQUESTS or self._seen[(i, metric)] % SMALL_EVERY == 0:
-                self._search(i, metric)  # it lasted more than one interval: its size is known only now
+        if train is not None and train.members[-1].start_s == b.start:
+            # the train took this burst at its onset, when only its first interval was in:
+            # its figures (requests per burst, request size) are refreshed with all of it
+            self._search(i, metric)
+            return
+        if b.prominence < PROMINENCE:
+            return
+        requests = b.ops_total if metric == "write" else b.bytes_total
+        if requests >= SMALL_REQUESTS or self._seen[(i, metric)] % SMALL_EVERY == 0:
+            self._search(i, metric)  # it lasted more than one interval: its size is known only now
 
     def _search(self, i: int, metric: str) -> None:
         """Is the newest burst of this file part of a train? Only its last LIVE_BURSTS

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from mysqlio.devtools.loop_disk import loop_ext4
 
 BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
 
@@ -32,31 +32,16 @@ class ThrottledDisk:
         (self.cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
 
-def _run(*cmd: str) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout.strip()
-
-
 @contextlib.contextmanager
 def throttled_disk(write_iops: int, size_mb: int = 64) -> Iterator[ThrottledDisk]:
     if not (BLKIO_ROOT / "blkio.throttle.write_iops_device").exists():
         raise RuntimeError(f"no cgroup v1 blkio controller with throttling at {BLKIO_ROOT}")
     with contextlib.ExitStack() as stack:
-        base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mysqlio-lat-")))
-        image, mount = base / "disk.img", base / "mnt"
-        mount.mkdir()
-        with image.open("wb") as f:
-            f.truncate(size_mb << 20)
-        _run("mkfs.ext4", "-q", "-F", str(image))
-        loop = _run("losetup", "--find", "--show", str(image))
-        stack.callback(_run, "losetup", "-d", loop)
-        _run("mount", loop, str(mount))
-        stack.callback(_run, "umount", str(mount))
-        rdev = os.stat(loop).st_rdev
+        disk = stack.enter_context(loop_ext4(size_mb))
         cgroup = BLKIO_ROOT / f"mysqlio-test-{os.getpid()}"
         cgroup.mkdir()
         stack.callback(cgroup.rmdir)
-        (cgroup / "blkio.throttle.write_iops_device").write_text(f"{os.major(rdev)}:{os.minor(rdev)} {write_iops}")
-        yield ThrottledDisk(mount=mount, cgroup=cgroup, write_iops=write_iops)
+        (cgroup / "blkio.throttle.write_iops_device").write_text(
+            f"{os.major(disk.rdev)}:{os.minor(disk.rdev)} {write_iops}"
+        )
+        yield ThrottledDisk(mount=disk.mount, cgroup=cgroup, write_iops=write_iops)

@@ -8,6 +8,19 @@
  *
  * One op = one request: one syscall, one libaio iocb or one io_uring SQE.
  * Bytes = what the request returned. A failed request counts in "errors" only.
+ *
+ * Page cache (on-request pc_* scenarios, each on new files of its own): the
+ * files of these scenarios also carry "dirtied_bytes" (page-cache bytes that
+ * went clean -> dirty, once per page per transition), "writeback_bytes" (bytes
+ * the kernel wrote from the file's page cache to its device), "writeback_by"
+ * (cause -> bytes, only causes with bytes: "fsync", "fdatasync",
+ * "sync_file_range", "msync", "flusher_periodic") and "msync_ops" (also counted
+ * in "sync_ops"). Other files print none of these keys. Pages are
+ * sysconf(_SC_PAGESIZE) bytes, written one page per pwrite so the page cache
+ * holds order-0 folios. Where cachestat(2) exists (Linux 6.5+) the scenarios
+ * check the kernel agrees (dirty pages before each sync, none after) and fail
+ * otherwise, e.g. when something else wrote the pages back first. Run them on
+ * a quiet block-backed filesystem (not tmpfs, which has no writeback).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,8 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,14 +52,23 @@
 #define MAX_IOV		8
 #define MAX_BATCH	16
 
-enum op { OP_WRITE, OP_READ, OP_FSYNC, OP_FDATASYNC, OP_SFR };
+enum op { OP_WRITE, OP_READ, OP_FSYNC, OP_FDATASYNC, OP_SFR, OP_MSYNC };
+
+/* What caused the kernel to write a file's dirty page cache back. */
+enum wb_cause { WB_FSYNC, WB_FDATASYNC, WB_SFR, WB_MSYNC, WB_FLUSHER_PERIODIC, WB_NCAUSES };
+static const char *const wb_cause_names[] = {
+	[WB_FSYNC] = "fsync", [WB_FDATASYNC] = "fdatasync", [WB_SFR] = "sync_file_range",
+	[WB_MSYNC] = "msync", [WB_FLUSHER_PERIODIC] = "flusher_periodic",
+};
 
 /* What iogen did to one file: the expectations a tracer must match. */
 struct file {
 	char path[PATH_MAX];
 	bool deleted;
 	long long write_bytes, write_ops, read_bytes, read_ops;
-	long long fsync_ops, fdatasync_ops, sfr_ops, errors;
+	long long fsync_ops, fdatasync_ops, sfr_ops, msync_ops, errors;
+	bool pc;		/* page-cache expectations below are printed */
+	long long dirtied_bytes, writeback_bytes, writeback_by[WB_NCAUSES];
 };
 
 static struct file files[MAX_FILES];
@@ -55,12 +79,15 @@ static char *buf, *rbuf;		/* aligned write / read buffers */
 static int unlinked_fd = -1;		/* kept open until exit */
 static double rate_elapsed = -1;
 
+static long page_size;			/* sysconf(_SC_PAGESIZE) */
+
 static struct {
-	double rate, seconds, period;
+	double rate, seconds, period, flusher_wait;
 	long size, burst_size;
 	int threads, burst_count, lat_count;
 	bool wait;
-} env = { .size = 512, .threads = 1, .burst_count = 80, .burst_size = BUF_SIZE, .lat_count = 10 };
+} env = { .size = 512, .threads = 1, .burst_count = 80, .burst_size = BUF_SIZE, .lat_count = 10,
+	  .flusher_wait = 40 };
 
 static void __attribute__((noreturn, format(printf, 1, 2))) fail(const char *fmt, ...)
 {
@@ -108,6 +135,7 @@ static void expect(struct file *f, enum op op, long ret)
 	case OP_FSYNC:	   f->fsync_ops++; break;
 	case OP_FDATASYNC: f->fdatasync_ops++; break;
 	case OP_SFR:	   f->sfr_ops++; break;
+	case OP_MSYNC:	   f->msync_ops++; break;
 	}
 }
 
@@ -970,6 +998,208 @@ static void print_lat_json(void)
 	printf("]");
 }
 
+/* ---- page cache ---- */
+
+/*
+ * Buffered writes whose page cache the kernel writes back for one known cause.
+ * Each scenario writes new files (an old one is unlinked first: ext4 flushes a
+ * file truncated to 0 when it is closed, a cause none of them expects), one
+ * pwrite of exactly one page per page, so that each page is an order-0 folio
+ * of its own and the kernel's per-page counts (vmstat nr_dirtied, nr_written)
+ * match these exactly. A write spanning several pages may get a large folio
+ * (ext4 has them since Linux 6.16: one 256 KiB pwrite made an order-6 folio on
+ * 6.18), which is dirtied and written back whole, however little of it changed.
+ */
+#ifndef __NR_cachestat
+#define __NR_cachestat	451	/* the same on every architecture, Linux 6.5+ */
+#endif
+#define PC_PAGES	16	/* pc_fsync, pc_flusher */
+#define PC_SFR_PAGES	8
+#define PC_SMALL_WRITES	10	/* of PC_SMALL_SIZE bytes, all in the first page */
+#define PC_SMALL_SIZE	100
+#define PC_MMAP_PAGES	32	/* N: a file of 2N pages, every other one stored to */
+#define PC_FLUSHER_TIMEOUT 120	/* s */
+
+/* <linux/mman.h> of 6.5+, under names of our own */
+struct pc_cachestat_range { uint64_t off, len; };
+struct pc_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+static bool no_cachestat;
+
+/* The page-cache state of @fd's whole file; false where the kernel has no cachestat. */
+static bool pc_stat(int fd, struct pc_cachestat *cs)
+{
+	struct pc_cachestat_range range = { 0, 0 };	/* len 0: to the end of the file */
+
+	if (no_cachestat)
+		return false;
+	if (syscall(__NR_cachestat, fd, &range, cs, 0) == 0)
+		return true;
+	if (errno != ENOSYS)
+		die("cachestat");
+	no_cachestat = true;
+	fprintf(stderr, "iogen: %s: no cachestat(2): page-cache states unchecked\n", scen);
+	return false;
+}
+
+/* Fail unless the kernel says @fd's file has @dirty dirty pages and none under writeback. */
+static void pc_check(int fd, long long dirty, const char *when)
+{
+	struct pc_cachestat cs;
+
+	if (pc_stat(fd, &cs) && (cs.nr_dirty != (uint64_t)dirty || cs.nr_writeback))
+		fail("%s: cachestat: %llu dirty and %llu writeback pages, expected %lld and 0",
+		     when, (unsigned long long)cs.nr_dirty, (unsigned long long)cs.nr_writeback,
+		     dirty);
+}
+
+/* Create DIR/name anew, read-write, with page-cache expectations. */
+static int pc_open(struct file **fp, const char *name)
+{
+	struct file *f = file_get(name);
+
+	if (unlink(f->path) && errno != ENOENT)
+		die("unlink");
+	f->pc = true;
+	return open_file(fp, name, O_RDWR | O_EXCL);
+}
+
+/* @n buffered pwrites of one page each, to pages @first, @first + 1, ...: @n pages dirtied. */
+static void pc_write_pages(struct file *f, int fd, int first, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (ok(f, OP_WRITE, pwrite(fd, buf, page_size, (off_t)(first + i) * page_size),
+		       "pwrite64") != page_size)
+			fail("short pwrite64");
+	f->dirtied_bytes += (long long)n * page_size;
+}
+
+/* @pages pages of @f written back by the kernel for @cause. */
+static void pc_written(struct file *f, long long pages, enum wb_cause cause)
+{
+	f->writeback_bytes += pages * page_size;
+	f->writeback_by[cause] += pages * page_size;
+}
+
+static void sc_pc_fsync(void)
+{
+	struct file *f;
+	int fd = pc_open(&f, "pc_fsync.dat");
+
+	pc_write_pages(f, fd, 0, PC_PAGES);
+	pc_check(fd, PC_PAGES, "before fsync");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	pc_check(fd, 0, "after fsync");
+	pc_written(f, PC_PAGES, WB_FSYNC);
+	xclose(fd);
+}
+
+/* Small writes into one page: the page is dirtied once, written back whole. */
+static void sc_pc_small(void)
+{
+	struct file *f;
+	int fd = pc_open(&f, "pc_small.dat");
+	int i;
+
+	for (i = 0; i < PC_SMALL_WRITES; i++)
+		ok(f, OP_WRITE, write(fd, buf, PC_SMALL_SIZE), "write");
+	f->dirtied_bytes += page_size;
+	pc_check(fd, 1, "before fdatasync");
+	ok(f, OP_FDATASYNC, fdatasync(fd), "fdatasync");
+	pc_check(fd, 0, "after fdatasync");
+	pc_written(f, 1, WB_FDATASYNC);
+	xclose(fd);
+}
+
+static void sc_pc_sfr(void)
+{
+	struct file *f;
+	int fd = pc_open(&f, "pc_sfr.dat");
+
+	pc_write_pages(f, fd, 0, PC_SFR_PAGES);
+	pc_check(fd, PC_SFR_PAGES, "before sync_file_range");
+	ok(f, OP_SFR, sync_file_range(fd, 0, (off_t)PC_SFR_PAGES * page_size,
+				      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+				      SYNC_FILE_RANGE_WAIT_AFTER), "sync_file_range");
+	pc_check(fd, 0, "after sync_file_range");
+	pc_written(f, PC_SFR_PAGES, WB_SFR);
+	xclose(fd);
+}
+
+/*
+ * 2N pages written and fsync'd (clean, order-0 folios in the cache), then one
+ * byte stored through a shared mapping into every other page and msync'd: N
+ * pages dirtied and written back by msync. The pages must still be cached when
+ * stored to: a fault reading one back could bring it in as a large folio.
+ */
+static void sc_pc_mmap(void)
+{
+	size_t len = (size_t)2 * PC_MMAP_PAGES * page_size;
+	struct pc_cachestat cs;
+	struct file *f;
+	int fd = pc_open(&f, "pc_mmap.dat");
+	char *map;
+	int i;
+
+	pc_write_pages(f, fd, 0, 2 * PC_MMAP_PAGES);
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	pc_check(fd, 0, "after fsync");
+	pc_written(f, 2 * PC_MMAP_PAGES, WB_FSYNC);
+	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		die("mmap");
+	if (pc_stat(fd, &cs) && cs.nr_cache != 2 * PC_MMAP_PAGES)
+		fail("%llu of %d pages cached before the stores",
+		     (unsigned long long)cs.nr_cache, 2 * PC_MMAP_PAGES);
+	for (i = 0; i < PC_MMAP_PAGES; i++)
+		map[(size_t)2 * i * page_size] = 'M';
+	f->dirtied_bytes += (long long)PC_MMAP_PAGES * page_size;
+	pc_check(fd, PC_MMAP_PAGES, "before msync");
+	ok(f, OP_MSYNC, msync(map, len, MS_SYNC), "msync");
+	pc_check(fd, 0, "after msync");
+	pc_written(f, PC_MMAP_PAGES, WB_MSYNC);
+	if (munmap(map, len))
+		die("munmap");
+	xclose(fd);
+}
+
+/*
+ * Pages left dirty for the kernel's flusher, which writes them back once they
+ * are older than vm.dirty_expire_centisecs (the caller shortens it and
+ * vm.dirty_writeback_centisecs). Waits until cachestat says the file is clean
+ * (fails after PC_FLUSHER_TIMEOUT s), or --flusher-wait seconds without cachestat.
+ */
+static void sc_pc_flusher(void)
+{
+	struct pc_cachestat cs;
+	struct file *f;
+	int fd = pc_open(&f, "pc_flusher.dat");
+	double start;
+
+	pc_write_pages(f, fd, 0, PC_PAGES);
+	pc_check(fd, PC_PAGES, "after the writes");
+	start = now();
+	if (pc_stat(fd, &cs)) {
+		while (cs.nr_dirty || cs.nr_writeback) {
+			if (now() - start > PC_FLUSHER_TIMEOUT)
+				fail("%llu dirty and %llu writeback pages after %d s: "
+				     "is vm.dirty_expire_centisecs short?",
+				     (unsigned long long)cs.nr_dirty,
+				     (unsigned long long)cs.nr_writeback, PC_FLUSHER_TIMEOUT);
+			sleep_until(now() + 0.1);
+			pc_stat(fd, &cs);
+		}
+	} else {
+		sleep_until(start + env.flusher_wait);
+	}
+	pc_written(f, PC_PAGES, WB_FLUSHER_PERIODIC);
+	xclose(fd);
+}
+
 /* ---- main ---- */
 
 static const struct scenario {
@@ -984,6 +1214,11 @@ static const struct scenario {
 	{ "rate", sc_rate, true },
 	{ "periodic", sc_periodic, true },
 	{ "latency", sc_latency, true },
+	{ "pc_fsync", sc_pc_fsync, true },
+	{ "pc_small", sc_pc_small, true },
+	{ "pc_sfr", sc_pc_sfr, true },
+	{ "pc_mmap", sc_pc_mmap, true },
+	{ "pc_flusher", sc_pc_flusher, true },
 #undef SC
 };
 
@@ -999,6 +1234,23 @@ static void json_str(const char *s)
 			putchar(*s);
 	}
 	putchar('"');
+}
+
+/* A pc_* file's page-cache expectations: writeback_by lists causes with bytes only. */
+static void print_pc_json(const struct file *f)
+{
+	const char *sep = "";
+	int c;
+
+	printf(", \"dirtied_bytes\": %lld, \"writeback_bytes\": %lld, \"msync_ops\": %lld, "
+	       "\"writeback_by\": {", f->dirtied_bytes, f->writeback_bytes, f->msync_ops);
+	for (c = 0; c < WB_NCAUSES; c++) {
+		if (!f->writeback_by[c])
+			continue;
+		printf("%s\"%s\": %lld", sep, wb_cause_names[c], f->writeback_by[c]);
+		sep = ", ";
+	}
+	printf("}");
 }
 
 static void print_json(void)
@@ -1026,10 +1278,14 @@ static void print_json(void)
 		printf(", \"deleted\": %s, \"write_bytes\": %lld, \"write_ops\": %lld, "
 		       "\"read_bytes\": %lld, \"read_ops\": %lld, \"fsync_ops\": %lld, "
 		       "\"fdatasync_ops\": %lld, \"sync_file_range_ops\": %lld, "
-		       "\"sync_ops\": %lld, \"errors\": %lld}",
+		       "\"sync_ops\": %lld, \"errors\": %lld",
 		       f->deleted ? "true" : "false", f->write_bytes, f->write_ops,
 		       f->read_bytes, f->read_ops, f->fsync_ops, f->fdatasync_ops,
-		       f->sfr_ops, f->fsync_ops + f->fdatasync_ops + f->sfr_ops, f->errors);
+		       f->sfr_ops, f->fsync_ops + f->fdatasync_ops + f->sfr_ops + f->msync_ops,
+		       f->errors);
+		if (f->pc)
+			print_pc_json(f);
+		printf("}");
 		sep = ", ";
 	}
 	printf("]}\n");
@@ -1058,6 +1314,8 @@ static void __attribute__((noreturn)) usage(int code)
 		     "             [--period P --seconds S [--burst-count N] [--burst-size B]\n"
 		     "              [--rate N --size B]]  (scenario periodic)\n"
 		     "             [--count N]  (scenario latency: N timed requests per API and op)\n"
+		     "             [--flusher-wait S]  (scenario pc_flusher: wait S s, default 40,\n"
+		     "              where the kernel has no cachestat to see the file clean)\n"
 		     "scenarios:");
 	for (i = 0; i < ARRAY_SIZE(scenarios); i++)
 		fprintf(out, " %s", scenarios[i].name);
@@ -1091,6 +1349,7 @@ int main(int argc, char **argv)
 		{ "burst-count", required_argument, NULL, 'n' },
 		{ "burst-size", required_argument, NULL, 'B' },
 		{ "count", required_argument, NULL, 'c' },
+		{ "flusher-wait", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -1113,6 +1372,7 @@ int main(int argc, char **argv)
 		case 'n': env.burst_count = num_arg("--burst-count", optarg, 1); break;
 		case 'B': env.burst_size = num_arg("--burst-size", optarg, 1); break;
 		case 'c': env.lat_count = num_arg("--count", optarg, 1); break;
+		case 'F': env.flusher_wait = num_arg("--flusher-wait", optarg, 0); break;
 		case 'h': usage(0);
 		case 's':
 			for (i = 0; i < ARRAY_SIZE(scenarios); i++)
@@ -1155,6 +1415,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "iogen: --threads/--size/--burst-size/--count too large\n");
 		exit(2);
 	}
+	page_size = sysconf(_SC_PAGESIZE);
+	if (page_size <= 0 || page_size > BUF_SIZE)
+		fail("page size %ld", page_size);
 	if (posix_memalign((void **)&buf, ALIGN, BUF_SIZE) ||
 	    posix_memalign((void **)&rbuf, ALIGN, BUF_SIZE))
 		fail("posix_memalign failed");

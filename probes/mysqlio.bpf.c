@@ -43,11 +43,13 @@
 #define NR_preadv2 327
 #define NR_pwritev2 328
 #define NR_io_pgetevents 333
+#define NR_msync 26
 #define SYSCALL_NR(regs) ((regs)->orig_ax)
 #elif defined(__TARGET_ARCH_arm64)
 #define NR_io_submit 2
 #define NR_io_getevents 4
 #define NR_io_pgetevents 292
+#define NR_msync 227
 #define NR_read 63
 #define NR_write 64
 #define NR_readv 65
@@ -439,6 +441,8 @@ static __noinline void remember_name(struct file *file, struct file_id *id, __u3
 /* a new row's initial value (read-only data: not on the stack) */
 static const struct file_op_stats zero_stats = {};
 
+static __always_inline bool remember_server_file(__u32 dev, __u64 ino);
+
 /* Add one request's outcome to its file's row in the active stats map, for
  * thread tid (the current one, except for an io_uring completion matched to
  * its submission on a kernel whose completion names no request). */
@@ -473,6 +477,8 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 		}
 		id.ino = key.ino;
 		id.dev = key.dev;
+		/* its pages written back later, by anyone, are the server's */
+		remember_server_file(key.dev, key.ino);
 		if (file->file)
 			remember_name(file->file, &id, api == MIO_API_IO_URING ? SCRATCH_URING : SCRATCH_SYSCALL);
 		/* a thread's name can change (MySQL names its threads after start) */
@@ -514,6 +520,7 @@ static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result)
 	e->tid = req->tid;
 	e->op = req->op;
 	e->api = api;
+	e->by = req->by;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
@@ -665,6 +672,7 @@ static __always_inline __s64 syscall_offset(const struct syscall_args *a, struct
 		return a->arg[1];
 	case NR_fsync:
 	case NR_fdatasync:
+	case NR_msync:
 		return -1;
 	}
 	if (BPF_CORE_READ(file, f_flags) & O_APPEND)
@@ -693,6 +701,8 @@ static __always_inline int syscall_op(long nr)
 		return MIO_FDATASYNC;
 	case NR_sync_file_range:
 		return MIO_SYNC_FILE_RANGE;
+	case NR_msync:
+		return MIO_MSYNC;
 	}
 	return -1;
 }
@@ -718,7 +728,8 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 		call.uptr = a->arg[3];
 	} else {
 		op = syscall_op(a->nr);
-		if (op < 0)
+		/* msync names an address, not an fd: its own enter programs */
+		if (op < 0 || op == MIO_MSYNC)
 			return 0;
 		if (!file_ref_of(fd_to_file(a->arg[0]), &ref, SCRATCH_SYSCALL))
 			return 0;
@@ -796,6 +807,121 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	a.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
 	a.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
 	return on_sys_enter(&a);
+}
+
+/* msync(addr, len, flags) names an address: the file is the one mapped
+ * there. Two ways to find it, each in programs of its own (userspace loads
+ * the pair this kernel takes): bpf_find_vma (5.17; its callback is an
+ * instruction kernels before 5.13 refuse even where it is never run), or,
+ * where the VMAs are an rb-tree (before 6.1), a bounded walk down it. */
+static __always_inline int on_msync_enter(struct file *file)
+{
+	struct inflight call = {};
+	struct file_ref ref;
+
+	if (!file_ref_of(file, &ref, SCRATCH_SYSCALL)) {
+		__sync_fetch_and_add(&drops.msync_no_file, 1);
+		return 0;
+	}
+	call.file = ref.file;
+	call.req.ino = ref.ino;
+	call.req.dev = ref.dev;
+	call.req.op = MIO_MSYNC;
+	call.req.offset = -1;
+	call.req.tid = current_tid();
+	call.active = 1;
+	call.req.ts_ns = bpf_ktime_get_ns();
+	if (inflight_put(&call))
+		__sync_fetch_and_add(&drops.inflight_full, 1);
+	return 0;
+}
+
+struct vma_file_ctx {
+	struct file *file;
+};
+
+static long vma_file_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct vma_file_ctx *ctx = data;
+
+	ctx->file = vma->vm_file;
+	return 0;
+}
+
+static __always_inline struct file *vma_file_find_vma(__u64 addr)
+{
+	struct vma_file_ctx ctx = {};
+
+	bpf_find_vma(bpf_get_current_task_btf(), addr, vma_file_cb, &ctx, 0);
+	return ctx.file;
+}
+
+struct mm_struct___rb { /* before 6.1 */
+	struct rb_root mm_rb;
+} __attribute__((preserve_access_index));
+
+struct vm_area_struct___rb {
+	struct rb_node vm_rb;
+	unsigned long vm_start;
+	unsigned long vm_end;
+	struct file *vm_file;
+} __attribute__((preserve_access_index));
+
+/* find_vma() of those kernels: the lowest VMA ending above addr */
+static __always_inline struct file *vma_file_rb(__u64 addr)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct mm_struct___rb *mm = (void *)BPF_CORE_READ(task, mm);
+	struct vm_area_struct___rb *vma;
+	struct rb_node *node;
+	int i;
+
+	if (!mm)
+		return NULL;
+	node = BPF_CORE_READ(mm, mm_rb.rb_node);
+	for (i = 0; i < MAX_VMA_DEPTH && node; i++) {
+		vma = (void *)node - bpf_core_field_offset(struct vm_area_struct___rb, vm_rb);
+		if (BPF_CORE_READ(vma, vm_end) <= addr) {
+			node = BPF_CORE_READ(node, rb_right);
+			continue;
+		}
+		if (BPF_CORE_READ(vma, vm_start) <= addr)
+			return BPF_CORE_READ(vma, vm_file);
+		node = BPF_CORE_READ(node, rb_left);
+	}
+	return NULL;
+}
+
+SEC("tracepoint/syscalls/sys_enter_msync")
+int handle_enter_msync(struct trace_event_raw_sys_enter *ctx)
+{
+	if (!is_target())
+		return 0;
+	return on_msync_enter(vma_file_find_vma(ctx->args[0]));
+}
+
+SEC("tracepoint/syscalls/sys_enter_msync")
+int handle_enter_msync_rb(struct trace_event_raw_sys_enter *ctx)
+{
+	if (!is_target())
+		return 0;
+	return on_msync_enter(vma_file_rb(ctx->args[0]));
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter_msync, struct pt_regs *regs, long nr)
+{
+	if (nr != NR_msync || !is_target())
+		return 0;
+	return on_msync_enter(vma_file_find_vma(PT_REGS_PARM1_SYSCALL(regs)));
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter_msync_rb, struct pt_regs *regs, long nr)
+{
+	if (nr != NR_msync || !is_target())
+		return 0;
+	return on_msync_enter(vma_file_rb(PT_REGS_PARM1_SYSCALL(regs)));
 }
 
 /* Bytes an IOCB_CMD_PWRITEV/PREADV asks for: the sum of its iovecs. */
@@ -1218,5 +1344,7 @@ int handle_uring_complete_nocas(__u64 *ctx)
 {
 	return on_uring_complete(ctx, false);
 }
+
+#include "pagecache.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -19,6 +19,11 @@
 #define MAX_LAT_ROWS 4096  /* (file, op, api) latency histograms per interval */
 #define PATH_DEPTH 8       /* path components kept per file */
 #define NAME_LEN 48        /* bytes kept per path component */
+#define MAX_SERVER_FILES 16384 /* files the traced server touched (writeback attribution) */
+#define MAX_FLUSHERS 1024  /* kernel flusher threads inside a writeback pass */
+#define MAX_DEV_ROWS 1024  /* (device, direction, owner) rows of the device counters */
+#define MAX_VMA_DEPTH 48   /* rb-tree levels searched for an address (kernels before 6.1) */
+#define PAGE_BYTES 4096    /* the page size of the kernels probed (x86-64, arm64 4K) */
 
 enum mio_op {
 	MIO_WRITE = 0,
@@ -26,12 +31,48 @@ enum mio_op {
 	MIO_FSYNC = 2,
 	MIO_FDATASYNC = 3,
 	MIO_SYNC_FILE_RANGE = 4,
+	MIO_MSYNC = 5,     /* msync(2) of a shared mapping of the file: a sync */
+	/* page cache (bytes = page-cache bytes; ops = folios / bios) */
+	MIO_DIRTY = 6,     /* pages of the file went clean -> dirty (the traced process) */
+	MIO_WRITEBACK = 7, /* the file's page cache written to its device, for `by` */
 };
 
 enum mio_api {
 	MIO_API_SYSCALL = 0,
 	MIO_API_LIBAIO = 1,
 	MIO_API_IO_URING = 2,
+	MIO_API_KERNEL = 3, /* page cache: the kernel, not a request of the server */
+};
+
+/* What made the kernel write a file's dirty pages to its device: a request of
+ * the traced server in progress (its op), or the kernel on its own. */
+enum mio_by {
+	MIO_BY_NONE = 0,                /* not a writeback row */
+	MIO_BY_FSYNC = 1,
+	MIO_BY_FDATASYNC = 2,
+	MIO_BY_SYNC_FILE_RANGE = 3,
+	MIO_BY_MSYNC = 4,
+	MIO_BY_WRITE = 5,               /* a write of the server (O_SYNC / O_DSYNC file) */
+	MIO_BY_SERVER_OTHER = 6,        /* another server syscall, or its io_uring worker */
+	MIO_BY_FLUSHER_PERIODIC = 7,    /* flusher: dirty_expire_centisecs elapsed */
+	MIO_BY_FLUSHER_BACKGROUND = 8,  /* flusher: dirty_background_ratio/bytes passed */
+	MIO_BY_MEMORY = 9,              /* memory pressure: reclaim, kswapd */
+	MIO_BY_SYNC = 10,               /* sync(2) / syncfs(2) of any process */
+	MIO_BY_OTHER = 11,              /* another process, or another flusher reason */
+};
+
+/* Block devices: who a bio's bytes belong to, as the bio is queued. */
+enum mio_owner {
+	MIO_OWNER_DEVICE = 0,        /* the device's own view: completed requests */
+	MIO_OWNER_SERVER_FILE = 1,   /* page cache of a file the traced server touched */
+	MIO_OWNER_SERVER_DIRECT = 2, /* the server's own I/O outside the page cache (O_DIRECT) */
+	MIO_OWNER_FS = 3,            /* filesystem journal and metadata (block device pages) */
+	MIO_OWNER_OTHER = 4,         /* other files and processes */
+};
+
+enum mio_dir {
+	MIO_DIR_READ = 0,
+	MIO_DIR_WRITE = 1,
 };
 
 /* One row of the per-interval aggregate: a file, the thread that asked,
@@ -43,7 +84,8 @@ struct file_op_key {
 	__u32 tid;
 	__u8 op;
 	__u8 api;
-	__u16 pad;
+	__u8 by;   /* MIO_WRITEBACK rows: enum mio_by; else 0 */
+	__u8 pad;
 	__u32 pad2;
 };
 
@@ -61,6 +103,20 @@ struct file_id {
 	__u64 ino;
 	__u32 dev;
 	__u32 pad;
+};
+
+/* Cumulative counters of one block device (disk, not partition; kernel
+ * dev_t), one direction and one owner. Never reset: userspace takes deltas. */
+struct dev_key {
+	__u32 dev;
+	__u8 dir;   /* enum mio_dir */
+	__u8 owner; /* enum mio_owner */
+	__u16 pad;
+};
+
+struct dev_stats {
+	__u64 bytes;
+	__u64 count; /* MIO_OWNER_DEVICE: requests completed; else bios queued */
 };
 
 /* Path components from the file up, as far as PATH_DEPTH allows;
@@ -113,7 +169,8 @@ struct mio_event {
 	__u32 tid;
 	__u8 op;
 	__u8 api;
-	__u8 pad[6];
+	__u8 by;          /* enum mio_by */
+	__u8 pad[5];
 };
 
 /* A libaio iocb or io_uring request between submission and completion. */
@@ -124,7 +181,8 @@ struct pending_io {
 	__u32 dev;
 	__u32 tid;
 	__u8 op;
-	__u8 pad[7];
+	__u8 by;   /* enum mio_by (page-cache events) */
+	__u8 pad[6];
 };
 
 /* Counters of what could not be accounted, read by userspace from .bss. */
@@ -143,6 +201,8 @@ struct drop_counters {
 				* (in flight at attach); top and record: such an
 				* io_uring completion (counted, recorded untimed):
 				* its latency is unknown */
+	__u64 dev_full;        /* a (device, direction, owner) row did not fit */
+	__u64 msync_no_file;   /* an msync whose address no file mapping held */
 };
 
 #endif /* __MYSQLIO_H */

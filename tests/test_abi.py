@@ -81,7 +81,16 @@ def test_a_construct_the_generator_cannot_map_is_an_error(tmp_path: Path) -> Non
 def test_the_header_constants_reach_python() -> None:
     assert abi.LATENCY_UNKNOWN == (1 << 64) - 1
     assert abi.LAT_SUB == 1 << abi.LAT_SUB_BITS
-    assert [op.name for op in abi.Op] == ["WRITE", "READ", "FSYNC", "FDATASYNC", "SYNC_FILE_RANGE"]
+    assert [op.name for op in abi.Op] == [
+        "WRITE",
+        "READ",
+        "FSYNC",
+        "FDATASYNC",
+        "SYNC_FILE_RANGE",
+        "MSYNC",
+        "DIRTY",
+        "WRITEBACK",
+    ]
     assert ctypes.sizeof(abi.Event) == 56 and ctypes.sizeof(abi.FileName) == 400
 
 

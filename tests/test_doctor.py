@@ -196,7 +196,7 @@ def test_doctor_reports_tracefs(bpf_ready: None, sleeper: int, tracefs: str, whe
     text = run_doctor("-p", str(sleeper), tracefs=tracefs)
     assert text.returncode == 0 and text.stderr == ""
     assert re.search(rf"^ok +tracefs +{re.escape(where)}", text.stdout, re.M), text.stdout
-    assert re.search(r"^ok +syscall hook +per-syscall tracepoints on 16 I/O syscalls", text.stdout, re.M)
+    assert re.search(r"^ok +syscall hook +per-syscall tracepoints on 17 I/O syscalls", text.stdout, re.M)
 
 
 def test_doctor_cannot_mount_tracefs(sleeper: int) -> None:

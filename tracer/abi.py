@@ -20,6 +20,11 @@ MAX_AIO_EVENTS = 256
 MAX_LAT_ROWS = 4096
 PATH_DEPTH = 8
 NAME_LEN = 48
+MAX_SERVER_FILES = 16384
+MAX_FLUSHERS = 1024
+MAX_DEV_ROWS = 1024
+MAX_VMA_DEPTH = 48
+PAGE_BYTES = 4096
 LAT_SUB_BITS = 3
 LAT_SUB = 8
 LAT_MIN_EXP = 8
@@ -33,12 +38,44 @@ class Op(enum.IntEnum):
     FSYNC = 2
     FDATASYNC = 3
     SYNC_FILE_RANGE = 4
+    MSYNC = 5
+    DIRTY = 6
+    WRITEBACK = 7
 
 
 class Api(enum.IntEnum):
     SYSCALL = 0
     LIBAIO = 1
     IO_URING = 2
+    KERNEL = 3
+
+
+class By(enum.IntEnum):
+    NONE = 0
+    FSYNC = 1
+    FDATASYNC = 2
+    SYNC_FILE_RANGE = 3
+    MSYNC = 4
+    WRITE = 5
+    SERVER_OTHER = 6
+    FLUSHER_PERIODIC = 7
+    FLUSHER_BACKGROUND = 8
+    MEMORY = 9
+    SYNC = 10
+    OTHER = 11
+
+
+class Owner(enum.IntEnum):
+    DEVICE = 0
+    SERVER_FILE = 1
+    SERVER_DIRECT = 2
+    FS = 3
+    OTHER = 4
+
+
+class Dir(enum.IntEnum):
+    READ = 0
+    WRITE = 1
 
 
 class Struct(ctypes.Structure):
@@ -57,7 +94,8 @@ class FileOpKey(Struct):
         ("tid", ctypes.c_uint32),
         ("op", ctypes.c_uint8),
         ("api", ctypes.c_uint8),
-        ("pad", ctypes.c_uint16),
+        ("by", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8),
         ("pad2", ctypes.c_uint32),
     ]
 
@@ -87,6 +125,26 @@ class FileId(Struct):
         ("ino", ctypes.c_uint64),
         ("dev", ctypes.c_uint32),
         ("pad", ctypes.c_uint32),
+    ]
+
+
+class DevKey(Struct):
+    """struct dev_key"""
+
+    _fields_ = [
+        ("dev", ctypes.c_uint32),
+        ("dir", ctypes.c_uint8),
+        ("owner", ctypes.c_uint8),
+        ("pad", ctypes.c_uint16),
+    ]
+
+
+class DevStats(Struct):
+    """struct dev_stats"""
+
+    _fields_ = [
+        ("bytes", ctypes.c_uint64),
+        ("count", ctypes.c_uint64),
     ]
 
 
@@ -137,7 +195,8 @@ class Event(Struct):
         ("tid", ctypes.c_uint32),
         ("op", ctypes.c_uint8),
         ("api", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8 * 6),
+        ("by", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 5),
     ]
 
 
@@ -151,7 +210,8 @@ class PendingIo(Struct):
         ("dev", ctypes.c_uint32),
         ("tid", ctypes.c_uint32),
         ("op", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8 * 7),
+        ("by", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 6),
     ]
 
 
@@ -169,6 +229,8 @@ class DropCounters(Struct):
         ("unmatched", ctypes.c_uint64),
         ("lat_full", ctypes.c_uint64),
         ("lat_unmatched", ctypes.c_uint64),
+        ("dev_full", ctypes.c_uint64),
+        ("msync_no_file", ctypes.c_uint64),
     ]
 
 
@@ -178,6 +240,8 @@ STRUCTS: dict[str, type[Struct]] = {
     "thread_name": ThreadName,
     "file_op_stats": FileOpStats,
     "file_id": FileId,
+    "dev_key": DevKey,
+    "dev_stats": DevStats,
     "file_name": FileName,
     "lat_key": LatKey,
     "lat_hist": LatHist,

@@ -18,7 +18,7 @@ from .errors import BpfError
 from .kernel_features import KernelFeatures
 from .latency import Histogram
 from .libbpf import BpfMap, BpfObject
-from .probe import Drops, FileIdentity, KernelName, LatencyRow, OpCount
+from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
 from .ringbuf import RingBufferReader
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
@@ -31,6 +31,23 @@ MAX_INFLIGHT_THREADS = 16384
 # that lack BPF atomics (the verifier rejects it even where it is never run)
 NOCAS_SUFFIX = "_nocas"
 CAS_PROGRAMS = ("handle_exit", "handle_sys_exit", "handle_uring_complete")
+# msync's enter programs, by how this kernel finds the file at an address, and hook
+MSYNC_PROGRAMS = {
+    ("find_vma", "tracepoints"): "handle_enter_msync",
+    ("mm_rb", "tracepoints"): "handle_enter_msync_rb",
+    ("find_vma", "raw"): "handle_sys_enter_msync",
+    ("mm_rb", "raw"): "handle_sys_enter_msync_rb",
+}
+# page cache and block devices (probes/pagecache.bpf.h), by the kernel's variant
+DIRTY_PROGRAMS = {"writeback_dirty_folio": "handle_dirty_folio", "writeback_dirty_page": "handle_dirty_page"}
+BIO_PROGRAMS = {1: "handle_bio_queue", 2: "handle_bio_queue_q"}
+PAGE_CACHE_PROGRAMS = (
+    *DIRTY_PROGRAMS.values(),
+    *BIO_PROGRAMS.values(),
+    "handle_rq_complete",
+    "handle_writeback_start",
+    "handle_writeback_written",
+)
 
 
 def bpf_object_path() -> str:
@@ -40,10 +57,15 @@ def bpf_object_path() -> str:
 class BpfProbe:
     """Attach the probes to one process and read what it did, interval by interval."""
 
-    def __init__(self, pid: int, object_path: str | None = None, record_ring_bytes: int = 0) -> None:
+    def __init__(
+        self, pid: int, object_path: str | None = None, record_ring_bytes: int = 0, page_cache: bool = True
+    ) -> None:
         """record_ring_bytes > 0 also streams one event per request through a
-        ring buffer of that size (a power of two, multiple of the page size)."""
+        ring buffer of that size (a power of two, multiple of the page size).
+        page_cache: also count page-cache dirtying, writeback and block devices
+        (where the kernel has the hooks)."""
         self.pid = pid
+        self.page_cache = page_cache
         self._ring_bytes = record_ring_bytes
         path = object_path or bpf_object_path()
         self._obj = BpfObject(path)
@@ -74,6 +96,15 @@ class BpfProbe:
         self._next_aging = time.monotonic() + AGING_EVERY_S
         self._names = self._obj.map("names")
         self._threads = self._obj.map("threads")
+        self._devstats = self._obj.map("devstats")
+        self._server_files = self._obj.map("server_files")
+
+    def add_server_files(self, files: list[FileIdentity]) -> None:
+        """Files the server has open or mapped (from /proc): their pages written
+        back by anyone are the server's, though no request was seen yet."""
+        one = ctypes.c_uint8(1)
+        for file in files:
+            self._server_files.update(_file_key(file), one)
 
     def _program(self, name: str) -> str:
         """The variant of a program this kernel loads."""
@@ -123,12 +154,30 @@ class BpfProbe:
         )
         for program in unused:
             obj.disable_program(self._program(program))
+        self.msync_counted = features.msync_vma is not None
+        for (how, hook), program in MSYNC_PROGRAMS.items():
+            if how != features.msync_vma or hook != self.syscall_hook:
+                obj.disable_program(program)
+        self.page_cache = self.page_cache and features.page_cache
+        for program in PAGE_CACHE_PROGRAMS:
+            chosen = self.page_cache and (
+                program == DIRTY_PROGRAMS.get(features.dirty_event or "")
+                or program == BIO_PROGRAMS.get(features.bio_queue_args or 0)
+                or program not in (*DIRTY_PROGRAMS.values(), *BIO_PROGRAMS.values())
+            )
+            if not chosen:
+                obj.disable_program(program)
 
     def uncounted(self) -> list[str]:
         """What this kernel keeps the probes from counting (shown by top)."""
-        if self.uring_counted:
-            return []
-        return ["io_uring requests are not counted on this kernel (no io_uring tracepoint names the request)"]
+        out = []
+        if not self.uring_counted:
+            out.append("io_uring requests are not counted on this kernel (no io_uring tracepoint names the request)")
+        if not self.msync_counted:
+            out.append("msync is not counted on this kernel (no way to find the file at an address)")
+        if not self.features.page_cache:
+            out.append("page cache, writeback and devices are not counted on this kernel (a tracepoint is missing)")
+        return out
 
     def _check_layout(self) -> None:
         """Fail loudly if probes/mysqlio.h and abi.py disagree."""
@@ -173,6 +222,12 @@ class BpfProbe:
     def pending_requests(self) -> int:
         """libaio iocbs and io_uring requests waiting for their completion now."""
         return sum(sum(1 for _ in table.keys(ctypes.c_uint64)) for table in self._pending)
+
+    def device_counts(self) -> list[DeviceCount]:
+        """Cumulative block-device counters since attach (empty without page_cache)."""
+        if not self.page_cache:
+            return []
+        return [_device_count(k, v) for k, v in self._devstats.items(abi.DevKey, abi.DevStats)]
 
     def drops(self) -> Drops:
         """Cumulative counts of what could not be accounted: the kernel's, and
@@ -259,6 +314,17 @@ def _op_count(key: abi.FileOpKey, value: abi.FileOpStats) -> OpCount:
         bytes=value.bytes,
         ops=value.ops,
         errors=value.errors,
+        by=abi.By(key.by),
+    )
+
+
+def _device_count(key: abi.DevKey, value: abi.DevStats) -> DeviceCount:
+    return DeviceCount(
+        dev=dev_from_kernel(key.dev),
+        dir=abi.Dir(key.dir),
+        owner=abi.Owner(key.owner),
+        bytes=value.bytes,
+        count=value.count,
     )
 
 

@@ -31,6 +31,7 @@ BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_MAP_TYPE_RINGBUF = 27
 BPF_FUNC_task_storage_get = 156
 BPF_FUNC_get_current_task_btf = 158
+BPF_FUNC_find_vma = 180
 
 BTF_KIND_PTR = 2
 BTF_KIND_STRUCT = 4
@@ -55,6 +56,21 @@ class KernelFeatures:
     # io_uring_complete(ctx, user_data, res, ...) without the request, but a
     # submission tracepoint with it: requests matched by ring and user_data
     uring_complete_by_user_data: bool = False
+    # msync's file from its address: "find_vma" (bpf_find_vma, 5.17), "mm_rb" (a
+    # walk down the VMA rb-tree, before 6.1), or None (msync not counted)
+    msync_vma: str | None = None
+    # page cache and devices: the dirtying tracepoint (writeback_dirty_folio from
+    # 5.18, writeback_dirty_page before), block_bio_queue's argument count (2 before
+    # 5.11: the queue first), block_rq_complete and writeback_start present
+    dirty_event: str | None = None
+    bio_queue_args: int | None = None
+    rq_complete: bool = False
+    writeback_start: bool = False
+
+    @property
+    def page_cache(self) -> bool:
+        """Every hook the page-cache and device accounting needs."""
+        return bool(self.dirty_event and self.bio_queue_args and self.rq_complete and self.writeback_start)
 
     def degraded(self) -> list[str]:
         """What this kernel costs the user, one sentence each (empty: nothing)."""
@@ -87,12 +103,34 @@ class KernelFeatures:
             )
         elif self.uring_submit is None:
             out.append("no io_uring submission tracepoint with the request: io_uring requests are counted, not timed")
+        if self.msync_vma is None:
+            out.append(
+                "neither bpf_find_vma (Linux 5.17) nor a VMA rb-tree: msync(2) names no file here and is not counted"
+            )
+        if not self.page_cache:
+            out.append(
+                "a writeback or block tracepoint is missing: page-cache dirtying, writeback and device "
+                "counters are not available on this kernel"
+            )
         return out
 
 
 def probe() -> KernelFeatures:
     """Ask the running kernel (needs the privileges the probes need)."""
-    params = {tp: tracepoint_params(tp) for tp in ("io_uring_complete", "io_uring_submit_req", "io_uring_submit_sqe")}
+    params = {
+        tp: tracepoint_params(tp)
+        for tp in (
+            "io_uring_complete",
+            "io_uring_submit_req",
+            "io_uring_submit_sqe",
+            "writeback_dirty_folio",
+            "writeback_dirty_page",
+            "block_bio_queue",
+            "block_rq_complete",
+            "writeback_start",
+        )
+    }
+    bio_queue = params["block_bio_queue"]
     found = KernelFeatures(
         task_storage=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_storage_get),
         task_btf=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_get_current_task_btf),
@@ -100,6 +138,15 @@ def probe() -> KernelFeatures:
         ringbuf=libbpf.lib().libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, None) == 1,
         uring_complete_req_arg=uring_complete_req_arg(params["io_uring_complete"]),
         uring_submit=uring_submit(params["io_uring_submit_req"], params["io_uring_submit_sqe"]),
+        msync_vma=msync_vma(
+            _helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_find_vma), struct_has_member("mm_struct", "mm_rb")
+        ),
+        dirty_event=next(
+            (tp for tp in ("writeback_dirty_folio", "writeback_dirty_page") if params[tp] is not None), None
+        ),
+        bio_queue_args=len(bio_queue) if bio_queue and len(bio_queue) in (1, 2) else None,
+        rq_complete=params["block_rq_complete"] is not None,
+        writeback_start=params["writeback_start"] is not None,
     )
     found = replace(
         found,
@@ -115,8 +162,13 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
     missing: dict[str, object] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name = item.lstrip("-")
-        if name in ("task_storage", "task_btf", "atomics", "ringbuf"):
+        if name in ("task_storage", "task_btf", "atomics", "ringbuf", "rq_complete", "writeback_start"):
             missing[name] = False
+        elif name in ("msync_vma", "dirty_event", "bio_queue_args"):
+            missing[name] = None
+        elif name == "find_vma":
+            # the rb-tree walk is only there before 6.1: without find_vma, msync goes uncounted
+            missing["msync_vma"] = None
         elif name == "uring_submit":
             missing[name] = None
         elif name == "uring_complete":
@@ -128,6 +180,19 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
         else:
             raise ValueError(f"{FEATURES_ENV}: unknown feature {name!r}")
     return replace(found, **missing)  # type: ignore[arg-type]
+
+
+def msync_vma(find_vma: bool, mm_rb: bool) -> str | None:
+    if find_vma:
+        return "find_vma"
+    return "mm_rb" if mm_rb else None
+
+
+def struct_has_member(struct: str, member: str, path: str = BTF_PATH) -> bool:
+    """The kernel's struct has a member of that name (BTF)."""
+    with libbpf.read_btf(path) as btf:
+        type_id = btf.find(struct, BTF_KIND_STRUCT)
+        return type_id > 0 and any(name == member for name, *_ in btf.members(type_id))
 
 
 def _helper(prog_type: int, helper: int) -> bool:

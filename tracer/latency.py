@@ -35,6 +35,10 @@ CLASS_OF_OP = {
     Op.FSYNC: "sync",
     Op.FDATASYNC: "sync",
     Op.SYNC_FILE_RANGE: "sync",
+    Op.MSYNC: "sync",
+    # page-cache events carry no latency (record streams them untimed)
+    Op.DIRTY: "write",
+    Op.WRITEBACK: "write",
 }
 ACCURACY_NOTE = f"latency percentiles: {SUB} buckets per power of 2 (±{100 / (2 * SUB):g} %); max exact"
 

@@ -211,6 +211,15 @@ class BpfMap:
             yield nxt
             prev = nxt
 
+    def items(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
+        """Every (key, value) now, left in place (small maps of cumulative counters)."""
+        out = []
+        for key in self.keys(key_type):
+            value = value_type()
+            if self.lookup(key, value):  # gone between the two calls: skipped
+                out.append((key, value))
+        return out
+
     def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
         """Read and delete every entry. The map must be quiescent (no writer).
 

@@ -6,13 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .abi import Op
+from .abi import By, Op
 from .classify import Classifier
+from .devices import DeviceActivity
 from .events import API_NAMES
 from .latency import CLASS_OF_OP, CLASSES, Histogram
 from .probe import FileIdentity, LatencyRow, OpCount, dev_label
 from .resolve import FileResolver
 
+# what made the kernel write a file's pages back (abi.By), as reports and JSON name it
+WRITEBACK_CAUSES = tuple(by.name.lower() for by in By if by is not By.NONE)
+WRITEBACK_BY_FIELDS = tuple(f"wb_{cause}_bytes" for cause in WRITEBACK_CAUSES)
 COUNTER_FIELDS = (
     "write_bytes",
     "write_ops",
@@ -22,22 +26,38 @@ COUNTER_FIELDS = (
     "fdatasync_ops",
     "sync_file_range_ops",
     "errors",
+    "msync_ops",
+    # page cache: bytes that went clean -> dirty, and written back to the device (by cause)
+    "dirtied_bytes",
+    "writeback_bytes",
+    *WRITEBACK_BY_FIELDS,
 )
-# the counters a successful request of each op adds to: (its bytes, or None; its requests)
-OP_COUNTERS: dict[Op, tuple[str | None, str]] = {
+# the counters a successful request of each op adds to: (its bytes, or None; its requests,
+# or None: page-cache rows count folios and bios, which no one asked for)
+OP_COUNTERS: dict[Op, tuple[str | None, str | None]] = {
     Op.WRITE: ("write_bytes", "write_ops"),
     Op.READ: ("read_bytes", "read_ops"),
     Op.FSYNC: (None, "fsync_ops"),
     Op.FDATASYNC: (None, "fdatasync_ops"),
     Op.SYNC_FILE_RANGE: (None, "sync_file_range_ops"),
+    Op.MSYNC: (None, "msync_ops"),
+    Op.DIRTY: ("dirtied_bytes", None),
+    Op.WRITEBACK: ("writeback_bytes", None),
 }
+# page-cache rows: the kernel's work, not a request (no API, not in `apis`)
+PAGE_CACHE_OPS = frozenset({Op.DIRTY, Op.WRITEBACK})
 # what a row of `top` or of a report can stand for
 GROUPS = ("file", "kind", "table", "thread")
 
 
+def writeback_field(by: By) -> str:
+    """The counter of bytes written back for that cause."""
+    return f"wb_{by.name.lower()}_bytes"
+
+
 @dataclass
 class Counts:
-    """Bytes, requests and errors of some set of requests."""
+    """Bytes, requests and errors of some set of requests; the page cache's bytes."""
 
     write_bytes: int = 0
     write_ops: int = 0
@@ -47,24 +67,47 @@ class Counts:
     fdatasync_ops: int = 0
     sync_file_range_ops: int = 0
     errors: int = 0
+    msync_ops: int = 0
+    dirtied_bytes: int = 0
+    writeback_bytes: int = 0
+    # writeback bytes by cause (WRITEBACK_CAUSES), only the causes seen
+    writeback_by: dict[str, int] = field(default_factory=dict)
     apis: set[str] = field(default_factory=set)
 
     @property
     def sync_ops(self) -> int:
-        return self.fsync_ops + self.fdatasync_ops + self.sync_file_range_ops
+        return self.fsync_ops + self.fdatasync_ops + self.sync_file_range_ops + self.msync_ops
+
+    def counter(self, name: str) -> int:
+        """A counter of COUNTER_FIELDS by name (the wb_* ones live in writeback_by)."""
+        if name.startswith("wb_"):
+            return self.writeback_by.get(name[3:-6], 0)
+        return int(getattr(self, name))
+
+    def add_counter(self, name: str, value: int) -> None:
+        if not value:
+            return
+        if name.startswith("wb_"):
+            cause = name[3:-6]
+            self.writeback_by[cause] = self.writeback_by.get(cause, 0) + value
+        else:
+            setattr(self, name, getattr(self, name) + value)
 
     def add(self, row: OpCount) -> None:
         self.errors += row.errors
-        if row.ops:
+        if row.ops and row.op not in PAGE_CACHE_OPS:
             self.apis.add(API_NAMES[row.api])
         nbytes, nops = OP_COUNTERS[row.op]
         if nbytes:
-            setattr(self, nbytes, getattr(self, nbytes) + row.bytes)
-        setattr(self, nops, getattr(self, nops) + row.ops)
+            self.add_counter(nbytes, row.bytes)
+        if nops:
+            self.add_counter(nops, row.ops)
+        if row.op == Op.WRITEBACK and row.by is not By.NONE:
+            self.add_counter(writeback_field(row.by), row.bytes)
 
     def merge(self, other: Counts) -> None:
         for name in COUNTER_FIELDS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            self.add_counter(name, other.counter(name))
         self.apis |= other.apis
 
     def counters_json(self) -> dict[str, Any]:
@@ -75,7 +118,10 @@ class Counts:
             "read_ops": self.read_ops,
             "sync_ops": self.sync_ops,
         }
-        out.update({name: getattr(self, name) for name in COUNTER_FIELDS[4:]})
+        out.update({name: self.counter(name) for name in COUNTER_FIELDS[4:11]})
+        out["writeback_by"] = {
+            cause: self.writeback_by[cause] for cause in WRITEBACK_CAUSES if cause in self.writeback_by
+        }
         return out
 
 
@@ -143,6 +189,8 @@ class Interval:
     lost_events: int
     drops: dict[str, int]
     files: list[FileActivity]
+    # block devices (page-cache accounting on; empty with SystemTap)
+    devices: list[DeviceActivity] = field(default_factory=list)
     server: Any = None  # mysqlio.server_status.ServerStatus with --mysql
 
     def to_json(self) -> dict[str, Any]:
@@ -153,6 +201,7 @@ class Interval:
             "lost_events": self.lost_events,
             "drops": self.drops,
             "files": [f.to_json() for f in self.files],
+            "devices": [d.to_json() for d in self.devices],
         }
         if self.server is not None:
             out["server"] = self.server.to_json()

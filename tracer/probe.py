@@ -13,11 +13,11 @@ has:
 - `NameSource`: the kernel's name of a file and of a thread, seen when the request was made;
 - `Probe`: both, plus the per-request event stream of `record` (`events_reader()`) and its
   lifetime (close, context manager).
-A third source (page cache, writeback, block device: issue 17) is a `CountSource`: its rows
-have the same shape, keyed by `FileIdentity` (op codes of its own for what it counts), so the
-model, views, sinks and trace files take them as they are; names still come from the syscall
-probe and /proc. Only the engine that drains the sources and `backend.open_probe` learn
-about it, not each command.
+The page cache (pages dirtied, written back and why) comes as rows of the same shape, keyed
+by `FileIdentity`, with op codes of their own (`Op.DIRTY`, `Op.WRITEBACK` with its cause
+`By`), so the model, views, sinks and trace files take them as they are. Block devices are
+a `DeviceSource`: cumulative counters per (device, direction, owner), which the sampler
+turns into per-interval deltas.
 
 Devices: the kernel's dev_t is major << 20 | minor (the eBPF maps, the scripts, trace
 events); userspace's st_dev (stat(), /proc, FileIdentity) is glibc's encoding. The
@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .abi import Api, Op
+from .abi import Api, By, Dir, Op, Owner
 from .latency import Histogram
 
 KERNEL_MINOR_BITS = 20
@@ -80,6 +80,20 @@ class OpCount:
     bytes: int
     ops: int
     errors: int
+    by: By = By.NONE  # Op.WRITEBACK: what made the kernel write
+
+
+@dataclass(frozen=True)
+class DeviceCount:
+    """Cumulative counters of one block device (a disk: st_dev encoding), one
+    direction and one owner: Owner.DEVICE is what the device completed (bytes,
+    requests), the others split the bios queued to it (bytes, bios)."""
+
+    dev: int
+    dir: Dir
+    owner: Owner
+    bytes: int
+    count: int
 
 
 @dataclass(frozen=True)
@@ -149,6 +163,19 @@ class CountSource(Protocol):
         ...
 
 
+class DeviceSource(Protocol):
+    """Block devices as they saw the I/O (a source without them returns [])."""
+
+    def device_counts(self) -> list[DeviceCount]:
+        """Cumulative since the source opened."""
+        ...
+
+    def add_server_files(self, files: list[FileIdentity]) -> None:
+        """Files of the server (open or mapped) whose writeback is the server's, though
+        no request of it was seen yet."""
+        ...
+
+
 class NameSource(Protocol):
     """Names the kernel saw when the traced process made its requests."""
 
@@ -163,7 +190,7 @@ class NameSource(Protocol):
         ...
 
 
-class Probe(CountSource, NameSource, Protocol):
+class Probe(CountSource, DeviceSource, NameSource, Protocol):
     """A syscall backend attached to one process (opened by `backend.open_probe`)."""
 
     def events_reader(self) -> EventReader:

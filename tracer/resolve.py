@@ -21,6 +21,7 @@ inode where the file still exists (see mysqlio.layout.host_root).
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,6 +92,9 @@ class FileResolver:
                 target = target[: -len(DELETED_SUFFIX)]
             identity = FileIdentity(st.st_dev, st.st_ino)
             found[identity] = ResolvedPath(self._here(target, None if deleted else identity), deleted, "fd")
+        for identity, (target, deleted) in shared_mappings(self.pid).items():
+            if identity not in found:  # a file written through a mapping, no fd (MariaDB 11.8's redo)
+                found[identity] = ResolvedPath(self._here(target, None if deleted else identity), deleted, "map")
         for identity in self._open.keys() - found.keys():
             self._was_open[identity] = self._open[identity]
         for identity in found.keys() & self._was_open.keys():
@@ -99,6 +103,10 @@ class FileResolver:
             del self._was_open[next(iter(self._was_open))]
         self._open = found
         self._last_scan = time.monotonic()
+
+    def open_files(self) -> list[FileIdentity]:
+        """The files open or mapped shared at the last /proc read."""
+        return list(self._open)
 
     def resolve(self, file: FileIdentity) -> ResolvedPath:
         hit = self._open.get(file)
@@ -166,6 +174,28 @@ class FileResolver:
         name, walked again, is taken from now on (the file may have been renamed, or its
         inode number reused), and the names kept stay two intervals' worth."""
         self._before, self._recent = self._recent, {}
+
+
+_MAPS_LINE = re.compile(r"^[0-9a-f]+-[0-9a-f]+\s+\S{3}s\s+\S+\s+([0-9a-f]+):([0-9a-f]+)\s+(\d+)\s+(/.*)$")
+
+
+def shared_mappings(pid: int) -> dict[FileIdentity, tuple[str, bool]]:
+    """Files the process maps shared (/proc/PID/maps): identity -> (path, deleted)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    found: dict[FileIdentity, tuple[str, bool]] = {}
+    for line in text.splitlines():
+        m = _MAPS_LINE.match(line)
+        if not m or m[3] == "0":
+            continue
+        path = m[4].rstrip()
+        deleted = path.endswith(DELETED_SUFFIX)
+        identity = FileIdentity(os.makedev(int(m[1], 16), int(m[2], 16)), int(m[3]))
+        found[identity] = (path.removesuffix(DELETED_SUFFIX), deleted)
+    return found
 
 
 def _is_same_file(path: str, file: FileIdentity) -> bool:

@@ -13,6 +13,7 @@ import time
 from typing import Any, Protocol
 
 from . import target
+from .devices import DeviceDeltas
 from .errors import TargetGone
 from .model import Interval, aggregate
 from .probe import lost_events
@@ -27,6 +28,7 @@ class IntervalSampler:
         self._fold_partitions = fold_partitions
         self.pid = session.pid
         self._last_drops = session.probe.drops().as_dict()
+        self._devices = DeviceDeltas(session.probe.device_counts())
         self._last_time = time.monotonic()
         self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
 
@@ -51,6 +53,7 @@ class IntervalSampler:
             lost_events=lost_events(delta),
             drops=delta,
             files=files,
+            devices=self._devices.take(probe.device_counts()),
         )
         self._last_drops = drops
         self._last_time = now

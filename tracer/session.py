@@ -42,6 +42,8 @@ class ThreadNames:
         self._names: dict[int, str] = {}
 
     def __call__(self, tid: int) -> str:
+        if tid == KERNEL_TID:
+            return KERNEL_THREAD
         name = self._names.get(tid)
         if name is None:
             name = self._names[tid] = self._probe.thread_name(tid) or target.thread_name(self._pid, tid)
@@ -49,6 +51,12 @@ class ThreadNames:
 
     def forget(self) -> None:
         self._names.clear()
+
+
+# page-cache writeback the kernel did on its own (flusher, reclaim) is given to no thread
+# of the server: tid 0 in the probe's rows
+KERNEL_TID = 0
+KERNEL_THREAD = "[kernel]"
 
 
 class Session:
@@ -61,6 +69,8 @@ class Session:
         self.classifier = Classifier(self.layout)
         self.resolver = FileResolver(pid, probe.kernel_name)
         self.resolver.scan_fds()
+        # files the server has open or mapped: their pages written back are its own
+        probe.add_server_files(self.resolver.open_files())
         self.thread_name = ThreadNames(probe, pid)
         self.process = target.process_name(pid)
 

@@ -33,7 +33,7 @@ from .abi import Api, Op
 from .errors import StapError, UserError
 from .events import EVENT_DTYPE
 from .mountinfo import MountTable
-from .probe import Drops, FileIdentity, KernelName, LatencyRow, OpCount
+from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount
 from .stap_compile import MODES, compile_module
 from .stap_process import RecordSource, ReplaySource, StapProcess, staprun_command
 
@@ -224,7 +224,14 @@ class StapProbe:
 
     def uncounted(self) -> list[str]:
         """io_uring, which the scripts cannot see, is told on stderr when the process uses it."""
+        return ["page cache, writeback, devices and msync are counted by the eBPF backend only, not SystemTap"]
+
+    def device_counts(self) -> list[DeviceCount]:
+        """The scripts do not trace block devices."""
         return []
+
+    def add_server_files(self, files: list[FileIdentity]) -> None:
+        """The scripts do not trace writeback."""
 
     # -- names --
 

@@ -52,6 +52,9 @@ ENTER_PROGRAMS: dict[str, tuple[str, ...]] = {
         "io_pgetevents",
     ),
 }
+# msync names an address, not an fd: its enter programs (bpf_probe chooses the
+# kernel's variant) name their tracepoint themselves; its exit is the common one
+MSYNC = "msync"
 EXIT_PROGRAM = "handle_exit"
 RAW_PROGRAMS = ("handle_sys_enter", "handle_sys_exit")
 
@@ -66,7 +69,7 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8  # as systemd mounts tracefs
 
 
 def traced_syscalls() -> list[str]:
-    return [name for names in ENTER_PROGRAMS.values() for name in names]
+    return [name for names in ENTER_PROGRAMS.values() for name in names] + [MSYNC]
 
 
 def attachments() -> Iterator[tuple[str, str]]:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .errors import UserError
-from .events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from .events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
 from .probe import dev_from_kernel, dev_label
 
 FORMAT_VERSION = 1
@@ -63,8 +63,13 @@ COLUMNS = pa.schema(
         pa.field("bytes", pa.int64(), nullable=False),  # bytes transferred; 0 for syncs and errors
         pa.field("errno", pa.int32(), nullable=False),  # 0, or the error of a failed request
         pa.field("latency_ns", pa.uint64(), nullable=False),
+        # page-cache writeback events: what made the kernel write (events.BY_NAMES); "none"
+        # for every other event. Traces recorded before it have no such column.
+        pa.field("by", _SMALL_DICT, nullable=False),
     ]
 )
+# columns a trace may lack (read as their default)
+OPTIONAL_COLUMNS = frozenset({"by"})
 
 
 @dataclass
@@ -184,6 +189,7 @@ class TraceWriter:
         self._tables = _Dictionary()
         self._op_dict = pa.array(OP_NAMES, pa.string())
         self._api_dict = pa.array(API_NAMES, pa.string())
+        self._by_dict = pa.array(BY_NAMES, pa.string())
         metadata = {
             MAGIC_KEY: MAGIC_VALUE,
             VERSION_KEY: str(FORMAT_VERSION).encode(),
@@ -301,8 +307,9 @@ class TraceWriter:
 
         op = events["op"]
         api = events["api"]
-        if n and (int(op.max()) >= len(OP_NAMES) or int(api.max()) >= len(API_NAMES)):
-            raise ValueError("event with an unknown op or api code")
+        by = events["by"]
+        if n and (int(op.max()) >= len(OP_NAMES) or int(api.max()) >= len(API_NAMES) or int(by.max()) >= len(BY_NAMES)):
+            raise ValueError("event with an unknown op, api or cause code")
         result = events["result"]
         table_idx = table_u[file_inv]
         table_col = pa.DictionaryArray.from_arrays(
@@ -327,6 +334,7 @@ class TraceWriter:
             pa.array(np.maximum(result, 0), pa.int64()),
             pa.array(np.where(result < 0, -result, 0).astype(np.int32), pa.int32()),
             pa.array(np.ascontiguousarray(events["latency_ns"]), pa.uint64()),
+            pa.DictionaryArray.from_arrays(pa.array(by.astype(np.int8), pa.int8()), self._by_dict),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
@@ -404,7 +412,17 @@ class TraceReader:
                         self.end_wall = float(end_wall) if end_wall is not None else None
                 self.batches_read += 1
                 if batch.num_rows:
-                    yield batch
+                    yield _with_optional_columns(batch)
+
+
+def _with_optional_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A batch of an older trace, completed with the columns it lacks (as their default)."""
+    if batch.schema.get_field_index("by") >= 0:
+        return batch
+    none = pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(batch.num_rows, np.int8), pa.int8()), pa.array(BY_NAMES, pa.string())
+    )
+    return pa.RecordBatch.from_arrays([*batch.columns, none], schema=COLUMNS)
 
 
 def _status_samples(raw: bytes) -> list[dict[str, Any]]:
@@ -457,6 +475,8 @@ def _check_schema(path: str, schema: pa.Schema) -> TraceMeta:
     except (KeyError, ValueError, TypeError):
         raise UserError(f"{path}: mysqlio trace with corrupt metadata") from None
     for field in COLUMNS:
+        if field.name in OPTIONAL_COLUMNS and schema.get_field_index(field.name) < 0:
+            continue
         if schema.get_field_index(field.name) < 0 or schema.field(field.name).type != field.type:
             raise UserError(f"{path}: mysqlio trace without a valid {field.name!r} column")
     return meta

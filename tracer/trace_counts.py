@@ -8,19 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from .events import OP_NAMES
+from .abi import By, Op
+from .events import BY_NAMES, OP_NAMES
 from .latency import CLASS_OF_OP, CLASSES
-from .model import COUNTER_FIELDS, OP_COUNTERS
+from .model import COUNTER_FIELDS, OP_COUNTERS, writeback_field
 from .trace_events import Events
 
 _NOPS = len(OP_NAMES)
 assert all(OP_NAMES[op] == op.name.lower() for op in OP_COUNTERS)  # a trace's op index is the Op value
 # (op, column of its bytes or -1, column of its requests)
 _OP_COLUMNS = [
-    (int(op), COUNTER_FIELDS.index(nbytes) if nbytes else -1, COUNTER_FIELDS.index(nops))
+    (int(op), COUNTER_FIELDS.index(nbytes) if nbytes else -1, COUNTER_FIELDS.index(nops) if nops else -1)
     for op, (nbytes, nops) in OP_COUNTERS.items()
 ]
 _ERRORS = COUNTER_FIELDS.index("errors")
+_NBY = len(BY_NAMES)
+# (cause code, column of its written-back bytes)
+_BY_COLUMNS = [(int(by), COUNTER_FIELDS.index(writeback_field(by))) for by in By if by is not By.NONE]
 _LATENCY_CLASS = np.array([CLASSES.index(CLASS_OF_OP[op]) for op in sorted(CLASS_OF_OP)], np.int64)
 assert len(_LATENCY_CLASS) == _NOPS
 
@@ -46,8 +50,16 @@ def count(key: np.ndarray, size: int, ev: Events) -> np.ndarray:
     for op, bytes_column, ops_column in _OP_COLUMNS:
         if bytes_column >= 0:
             out[:, bytes_column] = nbytes[:, op]
-        out[:, ops_column] = ops[:, op]
+        if ops_column >= 0:
+            out[:, ops_column] = ops[:, op]
     out[:, _ERRORS] = np.bincount(key[~ok], minlength=size)
+    wb = ok & (ev.op == int(Op.WRITEBACK))
+    if wb.any():
+        kb = key[wb] * _NBY + ev.by[wb]
+        by_bytes = np.rint(np.bincount(kb, weights=ev.nbytes[wb], minlength=size * _NBY)).astype(np.int64)
+        by_bytes = by_bytes.reshape(size, _NBY)
+        for by, column in _BY_COLUMNS:
+            out[:, column] = by_bytes[:, by]
     return out
 
 

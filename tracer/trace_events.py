@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import UserError
-from .events import API_NAMES, OP_NAMES
+from .events import API_NAMES, BY_NAMES, OP_NAMES
 from .filters import Filters
 
 _MAX_TRACE_S = 366 * 86400.0  # a year of recording
@@ -61,6 +61,7 @@ class Events:
     t: np.ndarray  # float64 seconds since start
     op: np.ndarray  # int64 index into OP_NAMES
     api: np.ndarray  # int64 index into API_NAMES
+    by: np.ndarray  # int64 index into BY_NAMES (writeback events' cause; 0 "none" else)
     nbytes: np.ndarray  # int64
     ok: np.ndarray  # bool: errno == 0
     latency: np.ndarray  # uint64 ns
@@ -121,7 +122,9 @@ class Decoder:
         op_d, api_d = col("op"), col("api")
         op = _fixed_lookup(op_d.dictionary, OP_NAMES)[_np(op_d.indices)]
         api = _fixed_lookup(api_d.dictionary, API_NAMES)[_np(api_d.indices)]
-        bad = (op < 0) | (api < 0)
+        by_d = col("by")
+        by = _fixed_lookup(by_d.dictionary, BY_NAMES)[_np(by_d.indices)]
+        bad = (op < 0) | (api < 0) | (by < 0)
         if bad.any():
             keep = ~bad if keep is None else keep & ~bad
         table_d = col("table")
@@ -133,6 +136,7 @@ class Decoder:
             t=t,
             op=op,
             api=api,
+            by=by,
             nbytes=_np(col("bytes")),
             ok=_np(col("errno")) == 0,
             latency=_np(col("latency_ns")),

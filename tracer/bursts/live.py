@@ -97,7 +97,7 @@ class BurstTracker:
         self._live: dict[tuple[int, str], _LiveBurst] = {}
         self._bursts: dict[tuple[int, str], deque[_LiveBurst]] = {}
         self._seen: dict[tuple[int, str], int] = {}  # bursts so far: every one was a new search
-        self._sync_calls: dict[int, list[int]] = {}  # row -> fsync, fdatasync, sync_file_range so far
+        self._sync_calls: dict[int, list[int]] = {}  # row -> its calls of each SYNC_CALLS so far
         self._active: dict[tuple[int, str], Train] = {}
         self._dts: deque[float] = deque(maxlen=16)
         self._r = 1.0
@@ -125,7 +125,7 @@ class BurstTracker:
             if i is None:
                 i = self._add(path, _field(f, "kind"))
             if values[2]:  # which sync call the file uses, when the interval says
-                calls = self._sync_calls.setdefault(i, [0, 0, 0])
+                calls = self._sync_calls.setdefault(i, [0] * len(SYNC_CALLS))
                 for c, name in enumerate(SYNC_CALLS):
                     calls[c] += (f.get(f"{name}_ops", 0) if isinstance(f, dict) else getattr(f, f"{name}_ops", 0)) or 0
             rows.append(i)

@@ -18,7 +18,8 @@ from .train import SYNC_CALLS, Series, Train
 
 _OP_WRITE = OP_NAMES.index("write")
 _OP_SYNC_FIRST = OP_NAMES.index("fsync")
-assert OP_NAMES[_OP_SYNC_FIRST:] == SYNC_CALLS
+_OP_SYNC_END = _OP_SYNC_FIRST + len(SYNC_CALLS)
+assert OP_NAMES[_OP_SYNC_FIRST:_OP_SYNC_END] == SYNC_CALLS
 
 
 class SeriesBuilder:
@@ -36,7 +37,7 @@ class SeriesBuilder:
         self._writes = SecondRows(2)
         self._syncs = SecondRows(1)
         self._kind_of = np.full(0, -1, np.int64)  # path id -> kind id
-        self._sync_calls = np.zeros((0, 3), np.int64)  # path id -> fsync, fdatasync, sync_file_range
+        self._sync_calls = np.zeros((0, len(SYNC_CALLS)), np.int64)  # path id -> its calls of each SYNC_CALLS
         self._t_min = math.inf
         self._t_max = -math.inf
 
@@ -53,7 +54,7 @@ class SeriesBuilder:
             self._kind_of[ev.path[new]] = ev.kind[new]
         if len(self._sync_calls) < n_paths:
             self._sync_calls = np.concatenate(
-                [self._sync_calls, np.zeros((n_paths - len(self._sync_calls), 3), np.int64)]
+                [self._sync_calls, np.zeros((n_paths - len(self._sync_calls), len(SYNC_CALLS)), np.int64)]
             )
         ok_op = np.where(ev.ok, ev.op, -1)
         write = ok_op == _OP_WRITE
@@ -68,7 +69,7 @@ class SeriesBuilder:
 
             sec = np.floor(ev.t[write] / self.resolution_s).astype(np.int64)
             self._writes.add(sec, ev.path[write], n_paths, sums, ev)
-        sync = ok_op >= _OP_SYNC_FIRST
+        sync = (ok_op >= _OP_SYNC_FIRST) & (ok_op < _OP_SYNC_END)
         if sync.any():
 
             def counts(key: np.ndarray, size: int, _ev: Events) -> np.ndarray:
@@ -76,8 +77,9 @@ class SeriesBuilder:
 
             sec = np.floor(ev.t[sync] / self.sync_resolution_s).astype(np.int64)
             self._syncs.add(sec, ev.path[sync], n_paths, counts, ev)
-            key = ev.path[sync] * 3 + (ok_op[sync] - _OP_SYNC_FIRST)
-            self._sync_calls += np.bincount(key, minlength=3 * n_paths).reshape(n_paths, 3)
+            n_calls = len(SYNC_CALLS)
+            key = ev.path[sync] * n_calls + (ok_op[sync] - _OP_SYNC_FIRST)
+            self._sync_calls += np.bincount(key, minlength=n_calls * n_paths).reshape(n_paths, n_calls)
         if self._writes.rows > 1_000_000:
             self._writes.compact()
         if self._syncs.rows > 1_000_000:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 METRICS = ("write", "sync")
-SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range")
+SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "msync")
 
 
 @dataclass

@@ -10,10 +10,13 @@ import numpy as np
 from ..abi import LATENCY_UNKNOWN
 from ..events import API_NAMES
 from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
-from ..model import COUNTER_FIELDS
+from ..model import COUNTER_FIELDS, PAGE_CACHE_OPS
 from ..trace_counts import Grow, count, dense_unique, latency_class
 from ..trace_events import Decoder, Events
 from .model import GroupRow, Stats
+
+# op codes from here on are the page cache's (abi.Op.DIRTY, WRITEBACK)
+_FIRST_PAGE_CACHE_OP = min(int(op) for op in PAGE_CACHE_OPS)
 
 
 class GroupAgg:
@@ -35,8 +38,8 @@ class GroupAgg:
         counts = self._counts.ensure(size)
         counts[:size] += count(gid, size, ev)
         ok = ev.ok
-        g_ok = gid[ok]
-        used = np.bincount(g_ok * len(API_NAMES) + ev.api[ok], minlength=size * len(API_NAMES))
+        requests = ok & (ev.op < _FIRST_PAGE_CACHE_OP)  # page-cache events are no API's request
+        used = np.bincount(gid[requests] * len(API_NAMES) + ev.api[requests], minlength=size * len(API_NAMES))
         self._apis.ensure(size)[:size] |= used.reshape(size, len(API_NAMES)) > 0
         timed = ok & (ev.latency != LATENCY_UNKNOWN)
         cls = latency_class(ev.op[timed])

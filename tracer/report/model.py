@@ -25,8 +25,10 @@ class Stats(Counts):
     @classmethod
     def of(cls, counters: Iterable[int], apis: Iterable[str] = (), latency: dict[str, Any] | None = None) -> Stats:
         """From counters in COUNTER_FIELDS order."""
-        values = dict(zip(COUNTER_FIELDS, (int(v) for v in counters), strict=True))
-        return cls(**values, apis=set(apis), latency=latency or {})
+        stats = cls(apis=set(apis), latency=latency or {})
+        for name, value in zip(COUNTER_FIELDS, counters, strict=True):
+            stats.add_counter(name, int(value))
+        return stats
 
     def to_json(self) -> dict[str, Any]:
         out = self.counters_json()

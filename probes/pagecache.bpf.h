@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Page cache, writeback and block devices: what reaches the disk, and why.
+ * Included by mysqlio.bpf.c (it shares its maps, account_row and inflight).
+ *
+ * Dirtying: writeback:writeback_dirty_folio (writeback_dirty_page before 5.18)
+ * fires when a page-cache folio goes clean -> dirty, in the dirtying task:
+ * a buffered write, or a store into a shared mapping (the page fault that
+ * makes the page writable). Counted for the traced process only.
+ *
+ * Writeback: block:block_bio_queue sees every bio once, in the task that
+ * submits it. The bio's first page names its address_space, whose host is the
+ * file (or, for filesystem metadata and the journal, the block device). A
+ * file the traced server touched (server_files) gets a MIO_WRITEBACK row,
+ * caused by the server's request in progress in that task (fsync, msync...)
+ * or by the kernel flusher, whose reason writeback:writeback_start gives.
+ *
+ * Devices: block:block_rq_complete counts bytes and requests as the device
+ * completed them (after merging), the reference /sys/block/X/stat agrees with;
+ * bios add the same bytes split by owner (server files, server direct I/O,
+ * filesystem, other). Cumulative: userspace takes deltas.
+ */
+
+/* Files the traced server made requests on or dirtied: a bio of any task
+ * writing their pages is the server's data reaching the disk. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_SERVER_FILES);
+	__type(key, struct file_id);
+	__type(value, __u8);
+} server_files SEC(".maps");
+
+/* kernel flusher threads inside a writeback pass: tid -> enum mio_by */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_FLUSHERS);
+	__type(key, __u32);
+	__type(value, __u8);
+} flushers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_DEV_ROWS);
+	__type(key, struct dev_key);
+	__type(value, struct dev_stats);
+} devstats SEC(".maps");
+
+/* task flags (include/linux/sched.h; unchanged since 2.6) */
+#define PF_IO_WORKER 0x00000010
+#define PF_MEMALLOC 0x00000800
+#define PF_KSWAPD 0x00020000
+#define PF_KTHREAD 0x00200000
+/* low bits of page->mapping that mean "not a file's address_space" */
+#define PAGE_MAPPING_FLAGS 0x3
+#define REQ_OP_MASK 0xff
+#define REQ_OP_READ 0
+#define REQ_OP_WRITE 1
+
+/* Layouts of older kernels (CO-RE flavors: the suffix is ignored) */
+struct bio___old { /* before 5.12 */
+	struct gendisk *bi_disk;
+} __attribute__((preserve_access_index));
+
+struct request___old { /* before 5.16 */
+	struct gendisk *rq_disk;
+} __attribute__((preserve_access_index));
+
+struct folio___old { /* 5.16 - 6.5: the order in the first tail page */
+	unsigned char _folio_order;
+} __attribute__((preserve_access_index));
+
+struct page___old { /* before 6.16 */
+	unsigned long index;
+} __attribute__((preserve_access_index));
+
+static __always_inline __s64 page_offset_in_file(struct page *page)
+{
+	if (bpf_core_field_exists(((struct page___old *)page)->index))
+		return (__s64)BPF_CORE_READ((struct page___old *)page, index) * PAGE_BYTES;
+	return (__s64)BPF_CORE_READ(page, __folio_index) * PAGE_BYTES;
+}
+
+static __always_inline __u32 disk_dev(struct gendisk *disk)
+{
+	if (!disk)
+		return 0;
+	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
+}
+
+static __always_inline __u32 task_flags(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+	return BPF_CORE_READ(task, flags);
+}
+
+static __always_inline bool remember_server_file(__u32 dev, __u64 ino)
+{
+	struct file_id id = { .ino = ino, .dev = dev };
+	__u8 one = 1;
+
+	return !bpf_map_update_elem(&server_files, &id, &one, BPF_ANY);
+}
+
+/* Add bytes to a page-cache row (op MIO_DIRTY / MIO_WRITEBACK); record mode
+ * streams one event for it. offset: in the file, -1 when unknown. */
+static __noinline void account_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset)
+{
+	struct file_op_stats *stats;
+	struct pending_io req = {};
+	__u32 zero = 0;
+	void *active;
+
+	if (!key)
+		return;
+	active = bpf_map_lookup_elem(&stats_slot, &zero);
+	if (!active)
+		return;
+	stats = bpf_map_lookup_elem(active, key);
+	if (!stats) {
+		bpf_map_update_elem(active, key, &zero_stats, BPF_NOEXIST);
+		stats = bpf_map_lookup_elem(active, key);
+		if (!stats) {
+			__sync_fetch_and_add(&drops.stats_full, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&stats->ops, 1);
+	__sync_fetch_and_add(&stats->bytes, bytes);
+	if (targ_record) {
+		req.ino = key->ino;
+		req.dev = key->dev;
+		req.tid = key->tid;
+		req.op = key->op;
+		req.by = key->by;
+		req.offset = offset;
+		/* ts_ns 0: no latency (the event's time is when it is queued) */
+		emit(&req, key->api, bytes);
+	}
+}
+
+/* ---- dirtying ---- */
+
+/* Bytes of a page-cache folio: its order is in the head page's flags since
+ * 6.6, in a field of the first tail page before. */
+static __always_inline __u64 folio_bytes(struct folio *folio)
+{
+	unsigned long flags = 0;
+
+	/* the flags word opens struct page and struct folio on every kernel */
+	bpf_probe_read_kernel(&flags, sizeof(flags), folio);
+	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
+		return PAGE_BYTES;
+	if (bpf_core_field_exists(((struct folio___old *)folio)->_folio_order))
+		return (__u64)PAGE_BYTES << BPF_CORE_READ((struct folio___old *)folio, _folio_order);
+	if (bpf_core_field_exists(folio->_flags_1))
+		return (__u64)PAGE_BYTES << (BPF_CORE_READ(folio, _flags_1) & 0xff);
+	return PAGE_BYTES;
+}
+
+static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __u64 index)
+{
+	struct file_op_key key = {};
+	struct inode *host;
+
+	if (!is_target() || !mapping)
+		return 0;
+	host = BPF_CORE_READ(mapping, host);
+	if (!host || (BPF_CORE_READ(host, i_mode) & S_IFMT) != S_IFREG)
+		return 0;
+	key.ino = BPF_CORE_READ(host, i_ino);
+	key.dev = BPF_CORE_READ(host, i_sb, s_dev);
+	key.tid = current_tid();
+	key.op = MIO_DIRTY;
+	key.api = MIO_API_KERNEL;
+	remember_server_file(key.dev, key.ino);
+	account_page_cache(&key, bytes, index * PAGE_BYTES);
+	return 0;
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	return on_dirty(mapping, folio_bytes(folio), BPF_CORE_READ(folio, index));
+}
+
+/* before 5.18: the same event on a page (a page-cache page is order 0 there) */
+SEC("tp_btf/writeback_dirty_page")
+int BPF_PROG(handle_dirty_page, struct page *page, struct address_space *mapping)
+{
+	return on_dirty(mapping, PAGE_BYTES, 0);
+}
+
+/* ---- why the kernel writes back ---- */
+
+SEC("tp_btf/writeback_start")
+int BPF_PROG(handle_writeback_start, struct bdi_writeback *wb, struct wb_writeback_work *work)
+{
+	__u32 tid = current_tid();
+	__u32 reason = BPF_CORE_READ(work, reason);
+	__u8 by = MIO_BY_OTHER;
+
+	if (reason == bpf_core_enum_value(enum wb_reason, WB_REASON_PERIODIC))
+		by = MIO_BY_FLUSHER_PERIODIC;
+	else if (reason == bpf_core_enum_value(enum wb_reason, WB_REASON_BACKGROUND))
+		by = MIO_BY_FLUSHER_BACKGROUND;
+	else if (reason == bpf_core_enum_value(enum wb_reason, WB_REASON_VMSCAN))
+		by = MIO_BY_MEMORY;
+	else if (reason == bpf_core_enum_value(enum wb_reason, WB_REASON_SYNC))
+		by = MIO_BY_SYNC;
+	bpf_map_update_elem(&flushers, &tid, &by, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/writeback_written")
+int BPF_PROG(handle_writeback_written, struct bdi_writeback *wb, struct wb_writeback_work *work)
+{
+	__u32 tid = current_tid();
+
+	bpf_map_delete_elem(&flushers, &tid);
+	return 0;
+}
+
+static __always_inline __u8 by_of_op(__u8 op)
+{
+	switch (op) {
+	case MIO_FSYNC:
+		return MIO_BY_FSYNC;
+	case MIO_FDATASYNC:
+		return MIO_BY_FDATASYNC;
+	case MIO_SYNC_FILE_RANGE:
+		return MIO_BY_SYNC_FILE_RANGE;
+	case MIO_MSYNC:
+		return MIO_BY_MSYNC;
+	case MIO_WRITE:
+		return MIO_BY_WRITE;
+	}
+	return MIO_BY_SERVER_OTHER;
+}
+
+/* Who caused a write of a server file's pages queued by the current task. */
+static __always_inline void writeback_cause(struct file_op_key *key)
+{
+	struct inflight *call;
+	__u32 tid = current_tid();
+	__u8 *by;
+
+	if (is_target()) {
+		key->tid = tid;
+		key->api = MIO_API_SYSCALL;
+		key->by = MIO_BY_SERVER_OTHER;
+		call = inflight_get();
+		if (call && call->active) {
+			if (call->kind == CALL_FILE)
+				key->by = by_of_op(call->req.op);
+			else if (call->kind == CALL_IO_SUBMIT)
+				key->api = MIO_API_LIBAIO;
+		} else if (task_flags() & PF_IO_WORKER) {
+			key->api = MIO_API_IO_URING;
+		}
+		return;
+	}
+	key->tid = 0;
+	key->api = MIO_API_KERNEL;
+	by = bpf_map_lookup_elem(&flushers, &tid);
+	if (by)
+		key->by = *by;
+	else if (task_flags() & (PF_KSWAPD | PF_MEMALLOC))
+		key->by = MIO_BY_MEMORY;
+	else
+		key->by = MIO_BY_OTHER;
+}
+
+/* ---- block devices ---- */
+
+static __always_inline void add_dev(__u32 dev, __u8 dir, __u8 owner, __u64 bytes)
+{
+	struct dev_key key = { .dev = dev, .dir = dir, .owner = owner };
+	struct dev_stats *stats;
+	static const struct dev_stats zero_dev = {};
+
+	stats = bpf_map_lookup_elem(&devstats, &key);
+	if (!stats) {
+		bpf_map_update_elem(&devstats, &key, &zero_dev, BPF_NOEXIST);
+		stats = bpf_map_lookup_elem(&devstats, &key);
+		if (!stats) {
+			__sync_fetch_and_add(&drops.dev_full, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&stats->bytes, bytes);
+	__sync_fetch_and_add(&stats->count, 1);
+}
+
+/* The page a bio starts with, as its folio's head page (the mapping and
+ * index live there), or NULL. */
+static __always_inline struct page *bio_head_page(struct bio *bio)
+{
+	struct page *page;
+	unsigned long head;
+
+	if (!BPF_CORE_READ(bio, bi_vcnt))
+		return NULL;
+	page = BPF_CORE_READ(bio, bi_io_vec, bv_page);
+	if (!page)
+		return NULL;
+	head = BPF_CORE_READ(page, compound_head);
+	if (head & 1) /* a tail page points to its head, bit 0 set */
+		page = (struct page *)(head - 1);
+	return page;
+}
+
+static __always_inline int on_bio(struct bio *bio)
+{
+	struct file_op_key key = {};
+	struct address_space *mapping;
+	struct inode *host = NULL;
+	struct page *page;
+	struct file_id id = {};
+	__u32 op, bytes, mode = 0, dev;
+	__u8 owner, dir;
+
+	op = BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK;
+	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
+		return 0;
+	bytes = BPF_CORE_READ(bio, bi_iter.bi_size);
+	if (!bytes)
+		return 0;
+	if (bpf_core_field_exists(((struct bio___old *)bio)->bi_disk))
+		dev = disk_dev(BPF_CORE_READ((struct bio___old *)bio, bi_disk));
+	else
+		dev = disk_dev(BPF_CORE_READ(bio, bi_bdev, bd_disk));
+	dir = op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ;
+
+	page = bio_head_page(bio);
+	mapping = page ? BPF_CORE_READ(page, mapping) : NULL;
+	if (mapping && !((unsigned long)mapping & PAGE_MAPPING_FLAGS)) {
+		host = BPF_CORE_READ(mapping, host);
+		if (host)
+			mode = BPF_CORE_READ(host, i_mode) & S_IFMT;
+	}
+	if (mode == S_IFREG) {
+		id.ino = BPF_CORE_READ(host, i_ino);
+		id.dev = BPF_CORE_READ(host, i_sb, s_dev);
+		owner = bpf_map_lookup_elem(&server_files, &id) ? MIO_OWNER_SERVER_FILE : MIO_OWNER_OTHER;
+	} else if (mode == S_IFBLK) {
+		owner = MIO_OWNER_FS;
+	} else if (is_target()) {
+		owner = MIO_OWNER_SERVER_DIRECT; /* user pages: O_DIRECT */
+	} else {
+		/* no file behind the page: a kernel thread's buffers (the journal's
+		 * copies) are the filesystem's; a process's, its direct I/O */
+		owner = task_flags() & PF_KTHREAD ? MIO_OWNER_FS : MIO_OWNER_OTHER;
+	}
+	add_dev(dev, dir, owner, bytes);
+
+	if (owner == MIO_OWNER_SERVER_FILE && dir == MIO_DIR_WRITE) {
+		key.ino = id.ino;
+		key.dev = id.dev;
+		key.op = MIO_WRITEBACK;
+		writeback_cause(&key);
+		account_page_cache(&key, bytes, page_offset_in_file(page));
+	}
+	return 0;
+}
+
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(handle_bio_queue, struct bio *bio)
+{
+	return on_bio(bio);
+}
+
+/* before 5.11 the tracepoint also passed the queue */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(handle_bio_queue_q, struct request_queue *q, struct bio *bio)
+{
+	return on_bio(bio);
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(handle_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
+{
+	struct gendisk *disk;
+	__u32 op;
+
+	if (!nr_bytes)
+		return 0;
+	op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
+		return 0;
+	if (bpf_core_field_exists(((struct request___old *)rq)->rq_disk))
+		disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
+	else
+		disk = BPF_CORE_READ(rq, q, disk);
+	add_dev(disk_dev(disk), op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ, MIO_OWNER_DEVICE,
+		nr_bytes);
+	return 0;
+}

@@ -58,6 +58,7 @@ struct {
 /* Layouts of older kernels (CO-RE flavors: the suffix is ignored) */
 struct bio___old { /* before 5.12 */
 	struct gendisk *bi_disk;
+	__u8 bi_partno;
 } __attribute__((preserve_access_index));
 
 struct request___old { /* before 5.16 */
@@ -316,7 +317,7 @@ static __always_inline int on_bio(struct bio *bio)
 	struct inode *host = NULL;
 	struct page *page;
 	struct file_id id = {};
-	__u32 op, bytes, mode = 0, dev;
+	__u32 op, bytes, mode = 0, dev, part_dev;
 	__u8 owner, dir;
 
 	op = BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK;
@@ -325,10 +326,13 @@ static __always_inline int on_bio(struct bio *bio)
 	bytes = BPF_CORE_READ(bio, bi_iter.bi_size);
 	if (!bytes)
 		return 0;
-	if (bpf_core_field_exists(((struct bio___old *)bio)->bi_disk))
+	if (bpf_core_field_exists(((struct bio___old *)bio)->bi_disk)) {
 		dev = disk_dev(BPF_CORE_READ((struct bio___old *)bio, bi_disk));
-	else
+		part_dev = dev + BPF_CORE_READ((struct bio___old *)bio, bi_partno);
+	} else {
 		dev = disk_dev(BPF_CORE_READ(bio, bi_bdev, bd_disk));
+		part_dev = BPF_CORE_READ(bio, bi_bdev, bd_dev);
+	}
 	dir = op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ;
 
 	page = bio_head_page(bio);
@@ -353,7 +357,13 @@ static __always_inline int on_bio(struct bio *bio)
 	}
 	add_dev(dev, dir, owner, bytes);
 
-	if (owner == MIO_OWNER_SERVER_FILE && dir == MIO_DIR_WRITE) {
+	/* A file's writeback is the bio to its filesystem's own device. The same pages
+	 * queued again below it (a loop device's backing file with direct I/O, a
+	 * device-mapper clone) are the server's bytes on that disk too, but no second
+	 * writeback. (A filesystem on an anonymous device, major 0 as btrfs, cannot
+	 * be told from its lower devices: each of its bios counts.) */
+	if (owner == MIO_OWNER_SERVER_FILE && dir == MIO_DIR_WRITE &&
+	    (id.dev == part_dev || !(id.dev >> 20))) {
 		key.ino = id.ino;
 		key.dev = id.dev;
 		key.op = MIO_WRITEBACK;
@@ -382,10 +392,14 @@ int BPF_PROG(handle_rq_complete, struct request *rq, int error, unsigned int nr_
 	struct gendisk *disk;
 	__u32 op;
 
-	if (!nr_bytes)
-		return 0;
 	op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
 	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
+		return 0;
+	/* A request with data completes with its bytes (a flush sequence ends it once
+	 * more with none: not a second request). A request that never had data (an
+	 * empty preflush write, as fsync issues) completes with none; /sys/block
+	 * counts it among the writes, and so does this. */
+	if (!nr_bytes && (!bpf_core_field_exists(rq->stats_sectors) || BPF_CORE_READ(rq, stats_sectors)))
 		return 0;
 	if (bpf_core_field_exists(((struct request___old *)rq)->rq_disk))
 		disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);

@@ -76,7 +76,9 @@ def loop_ext4(size_mb: int = 64, direct_io: bool = False) -> Iterator[LoopDisk]:
         with image.open("wb") as f:
             f.truncate(size_mb << 20)
         # inode tables and journal zeroed now, not by a kernel thread writing to the device later
-        _run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image))
+        # 4 KiB blocks, as a server's filesystem has (mkfs picks 1 KiB for a small image): a
+        # page written back is one block
+        _run("mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(image))
         device = _run("losetup", "--find", "--show", *(["--direct-io=on"] if direct_io else []), str(image))
         stack.callback(_run, "losetup", "-d", device)
         _run("mount", device, str(mount))

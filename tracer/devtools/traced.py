@@ -45,6 +45,8 @@ COUNTERS = (
     "sync_file_range_ops",
     "errors",
 )
+# iogen gives these for its page-cache scenarios (pc_*) only; writeback_by beside them
+PAGE_CACHE_COUNTERS = ("msync_ops", "dirtied_bytes", "writeback_bytes")
 
 
 BPF_KINDS = ("prog", "link", "map")
@@ -174,6 +176,7 @@ class FileTotals:
     """Per-path sums over all intervals of a trace."""
 
     totals: dict[str, dict[str, int]] = field(default_factory=dict)
+    writeback_by: dict[str, dict[str, int]] = field(default_factory=dict)  # path -> cause -> bytes
     deleted: dict[str, bool] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     lost_events: int = 0
@@ -183,9 +186,12 @@ class FileTotals:
         self.intervals += 1
         self.lost_events += obj["lost_events"]
         for f in obj["files"]:
-            row = self.totals.setdefault(f["path"], dict.fromkeys(COUNTERS, 0))
-            for c in COUNTERS:
-                row[c] += f[c]
+            row = self.totals.setdefault(f["path"], dict.fromkeys(COUNTERS + PAGE_CACHE_COUNTERS, 0))
+            for c in COUNTERS + PAGE_CACHE_COUNTERS:
+                row[c] += f.get(c, 0)
+            by = self.writeback_by.setdefault(f["path"], {})
+            for cause, n in f.get("writeback_by", {}).items():
+                by[cause] = by.get(cause, 0) + n
             self.deleted[f["path"]] = f["deleted"]
             self.kinds[f["path"]] = f["kind"]
 
@@ -283,3 +289,6 @@ def assert_exact(run: IogenRun, directory: Path) -> None:
         got = traced[path]
         assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, path
         assert run.traced.deleted[path] == want["deleted"], path
+        if "dirtied_bytes" in want:  # a page-cache scenario's file
+            assert {c: got[c] for c in PAGE_CACHE_COUNTERS} == {c: want[c] for c in PAGE_CACHE_COUNTERS}, path
+            assert run.traced.writeback_by[path] == want["writeback_by"], path

@@ -80,9 +80,11 @@ from mysqlio.devtools.scrape import (
 from mysqlio.devtools.traced import (
     COUNTERS,
     IOGEN_SCENARIOS,
+    PAGE_CACHE_SCENARIOS,
     FileTotals,
     IogenRun,
     assert_exact,
+    page_cache_row,
     read_json_line,
     start_top,
 )
@@ -159,7 +161,8 @@ def scratch(kind: str) -> tuple[Path, dict[str, Any]]:
             ["modprobe", "-q", "loop"],
             ["modprobe", "-q", "ext4"],
             ["truncate", "-s", "384M", str(img)],
-            ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(img)],
+            # 4 KiB blocks (mkfs picks 1 KiB for a small image): a page written back is a block
+            ["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(img)],
             ["mkdir", "-p", str(mnt)],
             ["mount", "-o", "loop", str(img), str(mnt)],
         ]
@@ -360,7 +363,15 @@ def wait_attached(t: Tracer, pid: int) -> None:
 
 
 def _iogen_rows(expected: dict[str, Any]) -> dict[str, dict[str, int]]:
-    return {f["path"]: {**{c: f[c] for c in COUNTERS}, "deleted": int(f["deleted"])} for f in expected["files"]}
+    """iogen's counters per path; page-cache ones for the files of its page-cache scenarios."""
+    return {
+        f["path"]: {
+            **{c: f[c] for c in COUNTERS},
+            "deleted": int(f["deleted"]),
+            **(page_cache_row(f, f["writeback_by"]) if "dirtied_bytes" in f else {}),
+        }
+        for f in expected["files"]
+    }
 
 
 def _elsewhere(paths: Any, workdir: Path, limit: int = 20) -> list[str]:
@@ -391,7 +402,12 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             for obj in intervals:
                 totals.add(obj)
             t.got = {
-                path: {**c, "deleted": int(totals.deleted[path])} for path, c in totals.under(str(workdir)).items()
+                path: {
+                    **{k: c[k] for k in COUNTERS},
+                    "deleted": int(totals.deleted[path]),
+                    **page_cache_row(c, totals.writeback_by.get(path, {})),
+                }
+                for path, c in totals.under(str(workdir)).items()
             }
             t.want = _iogen_rows(expected)
             t.lost = {"lost_events": totals.lost_events}
@@ -419,7 +435,11 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             report = json.loads(rep.stdout)
             prefix = str(workdir) + "/"
             t.got = {
-                f["path"]: {**{c: f[c] for c in COUNTERS}, "deleted": int(f.get("deleted", False))}
+                f["path"]: {
+                    **{c: f[c] for c in COUNTERS},
+                    "deleted": int(f.get("deleted", False)),
+                    **page_cache_row(f, f.get("writeback_by", {})),
+                }
                 for f in report["files"]
                 if f["path"].startswith(prefix)
             }
@@ -508,7 +528,14 @@ def run_matrix(modes: Sequence[str], alias: str, where: str, scratch_kind: str) 
     try:
         doctor = _python_m("doctor", "--json")
         t0 = time.monotonic()
-        scenarios = discover(base, IOGEN_SCENARIOS)
+        wanted = list(IOGEN_SCENARIOS)
+        if result["scratch"]["fs"].startswith("ext4"):
+            wanted += PAGE_CACHE_SCENARIOS  # writeback needs a real block device
+        scenarios = discover(base, wanted)
+        for s in PAGE_CACHE_SCENARIOS:
+            if s not in wanted:
+                scenarios.skipped[s] = f"no block device under the scratch ({result['scratch']['fs']}): no writeback"
+
         result["scenarios"] = {
             "run": scenarios.run,
             "skipped": scenarios.skipped,

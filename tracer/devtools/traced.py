@@ -47,6 +47,16 @@ COUNTERS = (
 )
 # iogen gives these for its page-cache scenarios (pc_*) only; writeback_by beside them
 PAGE_CACHE_COUNTERS = ("msync_ops", "dirtied_bytes", "writeback_bytes")
+# iogen's page-cache scenarios whose ground truth holds on any real block device (not
+# tmpfs: no writeback); pc_flusher also needs the flusher's sysctls shortened
+PAGE_CACHE_SCENARIOS = ("pc_fsync", "pc_small", "pc_sfr", "pc_mmap")
+
+
+def page_cache_row(counts: dict[str, Any], writeback_by: dict[str, int]) -> dict[str, int]:
+    """A file's page-cache counters, writeback causes flattened as wb_<cause>."""
+    row = {c: int(counts.get(c, 0)) for c in PAGE_CACHE_COUNTERS}
+    row.update({f"wb_{cause}": int(n) for cause, n in writeback_by.items() if n})
+    return row
 
 
 BPF_KINDS = ("prog", "link", "map")

@@ -172,6 +172,9 @@ class Tracer:
     def __init__(self, name: str, pid: int, tmp: str) -> None:
         # "<tracer>-raw": mysqlio's probes (or the floor) on the raw sys_enter/sys_exit
         # instead of the per-syscall tracepoints (tracer/syscall_hook.py)
+        # "<tracer>-nopc": mysqlio without its page-cache and device hooks (--no-page-cache)
+        self.page_cache = not name.endswith("-nopc")
+        name = name.removesuffix("-nopc")
         self.name = name.removesuffix("-raw")
         self.hook: Hook = "raw" if name.endswith("-raw") else "tracepoints"
         self.pid = pid
@@ -225,6 +228,8 @@ class Tracer:
     def _start_mysqlio(self, args: list[str], ready: str) -> None:
         """A mysqlio command, returned once it says its probes are attached."""
         env = {**os.environ, syscall_hook.HOOK_ENV: self.hook}
+        if not self.page_cache:
+            args = [*args, "--no-page-cache"]
         self.proc = subprocess.Popen(
             [*MYSQLIO, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
         )
@@ -550,6 +555,8 @@ SCENARIOS: dict[str, Callable[[Suite], None]] = {
     "kernel_cost": lambda s: bench_server(s, kernel_cost=True, tps=False),
     "tps": lambda s: bench_server(s, kernel_cost=False, tps=True),
     "soak": bench_soak,
+    # the page-cache hooks on and off, a server on a real block device (tools/bench_pagecache.py)
+    "pagecache": lambda s: __import__("bench_pagecache").bench_pagecache(s),
 }
 
 

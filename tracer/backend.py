@@ -105,10 +105,19 @@ def select_backend(requested: str, prebuilt: str | None = None, mode: str = "top
     raise UserError(f"no tracing backend can run here: eBPF: {no_bpf}; SystemTap: {no_stap}")
 
 
+# the page cache, writeback and devices (eBPF), on unless a command's --no-page-cache
+_page_cache = [True]
+
+
+def set_page_cache(on: bool) -> None:
+    """Whether the probes opened from now on count the page cache (eBPF only)."""
+    _page_cache[0] = on
+
+
 def open_probe(backend: str, pid: int, record_ring_bytes: int = 0, stop: threading.Event | None = None) -> Probe:
     """The probe of a selected backend ("bpf" | "stap") for top (record_ring_bytes 0) or record."""
     if backend == "stap":
         mode = "record" if record_ring_bytes else "top"
         prebuilt = _prebuilt.get(mode)
         return StapProbe.start(pid, mode, stop=stop, module=prebuilt.module if prebuilt is not None else None)
-    return BpfProbe(pid, record_ring_bytes=record_ring_bytes)
+    return BpfProbe(pid, record_ring_bytes=record_ring_bytes, page_cache=_page_cache[0])

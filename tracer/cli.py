@@ -212,6 +212,11 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="eBPF or SystemTap (default auto: eBPF when the kernel has BTF, else SystemTap when stap is installed)",
     )
+    p.add_argument(
+        "--no-page-cache",
+        action="store_true",
+        help="do not count page-cache dirtying, writeback and block devices (eBPF; on by default)",
+    )
 
 
 def _add_stap_module(p: argparse.ArgumentParser) -> None:
@@ -298,6 +303,10 @@ def _target(args: argparse.Namespace) -> int:
     from .session import choose_target
 
     pid, args.backend = choose_target(args.pid, args.backend, getattr(args, "stap_module", None), args.command)
+    if getattr(args, "no_page_cache", False):
+        from .backend import set_page_cache
+
+        set_page_cache(False)
     return pid
 
 

@@ -1,0 +1,120 @@
+"""What the page-cache hooks cost (issue 17): a MariaDB whose files go through the page
+cache on a real block device, under sysbench oltp_write_only, with mysqlio's page-cache
+and device hooks on and off (`--no-page-cache`), side by side.
+
+The server's datadir is an ext4 on a loop device (tmpfs has no writeback: the hooks would
+not run) and `innodb_flush_method=fsync` makes InnoDB's data and redo writes buffered, so
+every write dirties pages and every sync writes them back: the hooks run as much as a
+server can make them. Two measures, interleaved A/B rounds in one run:
+- TPS: none, top without and with the page cache, record without and with it;
+- in the kernel (bpf_stats): all programs' run time per traced request, with and without,
+  and the page-cache programs' own share.
+Called by tools/bench.py (scenario "pagecache").
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import tempfile
+
+from bench import Result, Suite, Tracer, _sysbench_tps, bpf_prog_stats
+
+from mysqlio.devtools.loop_disk import loop_ext4
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
+
+VARIANTS = ("none", "top-nopc", "top", "record-nopc", "record")
+# program names as the kernel keeps them (15 characters)
+PAGE_CACHE_PROGRAMS = ("handle_dirty", "handle_bio_", "handle_rq_", "handle_writeba")
+REQUEST_PROGRAMS = ("handle_exit", "handle_uring_co")  # one run per syscall / io_uring completion
+
+
+def bench_pagecache(suite: Suite) -> None:
+    run_s = 3 if suite.smoke else 10
+    rounds = 1 if suite.smoke else 10
+    options = MariaDBOptions(extra={"innodb_flush_method": "fsync"})
+    with loop_ext4(1024, direct_io=True) as disk, tempfile.TemporaryDirectory() as tmp:
+        (disk.mount / "db").mkdir()  # the mount's root holds lost+found
+        with MariaDB(options, base_dir=str(disk.mount / "db")) as db:
+            _run(suite, db, run_s, rounds, tmp)
+
+
+def _run(suite: Suite, db: MariaDB, run_s: int, rounds: int, tmp: str) -> None:
+    bench = Sysbench(db, tables=4, table_size=10000, threads=4)
+    bench.prepare()
+    _kernel_cost(suite, db.pid, bench, run_s, tmp)
+    _tps(suite, db.pid, bench, run_s, rounds, tmp)
+
+
+def _kernel_cost(suite: Suite, pid: int, bench: Sysbench, run_s: int, tmp: str) -> None:
+    """All programs' run time per traced request (requests: the syscall exits that ran),
+    with the page-cache hooks and without."""
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        for name in ("top-nopc", "top"):
+            tracer = Tracer(name, pid, tmp)
+            tracer.start()
+            ids = tracer.prog_ids()
+            before = bpf_prog_stats(ids)
+            bench.start(run_s)
+            bench.wait(timeout_s=run_s + 60)
+            after = bpf_prog_stats(ids)
+            tracer.stop()
+            runs: dict[str, tuple[int, int]] = {}
+            for prog_id, (prog, ns, cnt) in after.items():
+                _, ns0, cnt0 = before.get(prog_id, (prog, 0, 0))
+                runs[prog] = (ns - ns0, cnt - cnt0)
+            requests = sum(cnt for prog, (_, cnt) in runs.items() if prog.startswith(REQUEST_PROGRAMS))
+            total_ns = sum(ns for ns, _ in runs.values())
+            pc_ns = sum(ns for prog, (ns, _) in runs.items() if prog.startswith(PAGE_CACHE_PROGRAMS))
+            pc_runs = sum(cnt for prog, (_, cnt) in runs.items() if prog.startswith(PAGE_CACHE_PROGRAMS))
+            suite.add(
+                Result(
+                    f"page cache on a loop ext4: in-kernel cost of {name}",
+                    "ns per traced request",
+                    [total_ns / max(requests, 1)],
+                    "ns",
+                    note=f"{requests:,} requests; page-cache programs {pc_runs:,} runs, "
+                    f"{pc_ns / max(requests, 1):.0f} ns per request",
+                )
+            )
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+
+
+def _tps(suite: Suite, pid: int, bench: Sysbench, run_s: int, rounds: int, tmp: str) -> None:
+    tps: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    order = list(VARIANTS)
+    rng = random.Random(17)
+    for _ in range(rounds):
+        rng.shuffle(order)  # interleaved, in a new order each round
+        for name in order:
+            tracer = Tracer(name, pid, tmp)
+            tracer.start()
+            try:
+                bench.start(run_s)
+                tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))
+            finally:
+                tracer.stop()
+    for name in VARIANTS:
+        paired = [] if name == "none" else [t / n for t, n in zip(tps[name], tps["none"], strict=True)]
+        suite.add(
+            Result(
+                f"page cache on a loop ext4: sysbench oltp_write_only under {name}",
+                "TPS",
+                tps[name],
+                note=f"{rounds} rounds of {run_s} s; innodb_flush_method=fsync",
+                paired_ratios=paired,
+            )
+        )
+    for with_pc in ("top", "record"):
+        ratios = [a / b for a, b in zip(tps[with_pc], tps[f"{with_pc}-nopc"], strict=True)]
+        suite.add(
+            Result(
+                f"page cache on a loop ext4: {with_pc} with the page-cache hooks / without",
+                "TPS ratio",
+                ratios,
+                note="per-round ratio of the two runs of the same round",
+            )
+        )

@@ -17,7 +17,17 @@ from pathlib import Path
 import pytest
 
 from mysqlio import kernel_features, libbpf, verifier_log
-from mysqlio.devtools.traced import COUNTERS, assert_one_line_error, report_json, run_iogen_recorded, run_iogen_traced
+from mysqlio.devtools.traced import (
+    COUNTERS,
+    assert_one_line_error,
+    end_iogen,
+    read_json_line,
+    report_json,
+    run_iogen_recorded,
+    run_iogen_traced,
+    start_iogen,
+    stop_top,
+)
 from mysqlio.kernel_features import Param
 
 VOID = Param(pointer=True, pointee="void")
@@ -53,7 +63,9 @@ def test_io_uring_request_is_found_in_each_layout(
 
 
 def test_pretend_takes_features_away_and_rejects_unknown_names() -> None:
-    full = kernel_features.KernelFeatures(True, True, True, True, 1, ("io_uring_submit_req", 0))
+    full = kernel_features.KernelFeatures(
+        True, True, True, True, 1, ("io_uring_submit_req", 0), False, "find_vma", "writeback_dirty_folio", 1, True, True
+    )
     less = kernel_features._pretend(full, "-task_storage, -atomics,-uring_submit")
     assert (less.task_storage, less.atomics, less.uring_submit, less.ringbuf) == (False, False, None, True)
     assert kernel_features._pretend(full, "") == full
@@ -212,3 +224,61 @@ def test_what_a_kernel_cannot_count_is_stated(bpf_ready: None) -> None:
     assert "mysqlio: note: io_uring requests are not counted on this kernel" in top.stderr
     (line,) = top.stdout.splitlines()
     assert any("io_uring requests are not counted" in n for n in json.loads(line)["notes"])
+
+
+@pytest.mark.bpf
+def test_without_page_cache_hooks_or_msync_it_says_so(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """A kernel without a writeback tracepoint and without a way to find msync's file: top
+    says both on stderr and in each JSON line, counts no page cache and no device, and
+    the requests stay exact (iogen's pc_mmap: its msync is the one request not counted)."""
+    env = {**os.environ, kernel_features.FEATURES_ENV: "-dirty_event,-msync_vma"}
+    gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "pc_mmap"])
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        top = subprocess.Popen(
+            [sys.executable, "-m", "mysqlio", "top", "-p", str(gen.pid), "--json", "-i", "0.3"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert top.stdout is not None
+        first = read_json_line(top.stdout, 30, "mysqlio top")
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 120, "iogen run")
+        rest, err = stop_top(top)
+    finally:
+        end_iogen(gen)
+    assert "msync is not counted on this kernel" in err and "page cache, writeback and devices are not counted" in err
+    assert any("msync is not counted" in n for n in first["notes"])
+    (want,) = expected["files"]
+    got = {"write_bytes": 0, "write_ops": 0, "fsync_ops": 0, "msync_ops": 0, "dirtied_bytes": 0, "writeback_bytes": 0}
+    for obj in [first, *rest]:
+        assert obj["devices"] == []
+        for f in obj["files"]:
+            if f["path"] == want["path"]:
+                for k in got:
+                    got[k] += f[k]
+    assert got == {
+        "write_bytes": want["write_bytes"],
+        "write_ops": want["write_ops"],
+        "fsync_ops": 1,
+        "msync_ops": 0,
+        "dirtied_bytes": 0,
+        "writeback_bytes": 0,
+    }
+
+
+def test_page_cache_features_in_each_layout() -> None:
+    """block_bio_queue took the queue first before 5.11; the dirtying tracepoint was named
+    writeback_dirty_page before 5.18; msync's file comes from bpf_find_vma or the rb-tree."""
+    full = kernel_features.KernelFeatures(
+        True, True, True, True, 1, ("io_uring_submit_req", 0), False, "find_vma", "writeback_dirty_folio", 1, True, True
+    )
+    assert full.page_cache and not full.degraded()
+    assert not kernel_features._pretend(full, "-dirty_event").page_cache
+    assert kernel_features._pretend(full, "-find_vma").msync_vma is None
+    assert len(kernel_features._pretend(full, "-dirty_event,-msync_vma").degraded()) == 2
+    assert kernel_features.msync_vma(find_vma=False, mm_rb=True) == "mm_rb"
+    assert kernel_features.msync_vma(find_vma=False, mm_rb=False) is None

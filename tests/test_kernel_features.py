@@ -282,3 +282,12 @@ def test_page_cache_features_in_each_layout() -> None:
     assert len(kernel_features._pretend(full, "-dirty_event,-msync_vma").degraded()) == 2
     assert kernel_features.msync_vma(find_vma=False, mm_rb=True) == "mm_rb"
     assert kernel_features.msync_vma(find_vma=False, mm_rb=False) is None
+
+
+def test_struct_members_are_found_inside_anonymous_ones() -> None:
+    """mm_rb (5.10) and mm_mt (6.1+) sit in an anonymous struct of mm_struct: CO-RE finds
+    them there, so the probe for the msync rb-tree walk must too."""
+    assert kernel_features.struct_has_member("mm_struct", "mm_mt") or kernel_features.struct_has_member(
+        "mm_struct", "mm_rb"
+    )
+    assert not kernel_features.struct_has_member("mm_struct", "no_such_member")

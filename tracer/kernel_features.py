@@ -35,6 +35,7 @@ BPF_FUNC_find_vma = 180
 
 BTF_KIND_PTR = 2
 BTF_KIND_STRUCT = 4
+BTF_KIND_UNION = 5
 BTF_KIND_TYPEDEF = 8
 BTF_KIND_FUNC_PROTO = 13
 
@@ -189,10 +190,20 @@ def msync_vma(find_vma: bool, mm_rb: bool) -> str | None:
 
 
 def struct_has_member(struct: str, member: str, path: str = BTF_PATH) -> bool:
-    """The kernel's struct has a member of that name (BTF)."""
+    """The kernel's struct has a member of that name (BTF), also inside its anonymous
+    structs and unions (5.10's mm_struct keeps mm_rb in one), as CO-RE finds it."""
     with libbpf.read_btf(path) as btf:
         type_id = btf.find(struct, BTF_KIND_STRUCT)
-        return type_id > 0 and any(name == member for name, *_ in btf.members(type_id))
+        todo = [type_id] if type_id > 0 else []
+        while todo:
+            for name, _offset, member_type in btf.members(todo.pop()):
+                if name == member:
+                    return True
+                if not name:  # an anonymous struct or union: its members are the struct's
+                    resolved = btf.resolve(member_type)
+                    if btf.kind(resolved) in (BTF_KIND_STRUCT, BTF_KIND_UNION):
+                        todo.append(resolved)
+        return False
 
 
 def _helper(prog_type: int, helper: int) -> bool:

@@ -84,6 +84,7 @@ class _Lib:
             "bpf_prog_load": (i, [i, cp, cp, vp, ctypes.c_size_t, vp]),
             "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
             "bpf_program__name": (cp, [vp]),
+            "bpf_program__fd": (i, [vp]),
             "bpf_object__find_program_by_name": (vp, [vp, cp]),
             "bpf_program__set_autoload": (i, [vp, ctypes.c_bool]),
             "bpf_program__autoload": (ctypes.c_bool, [vp]),
@@ -398,6 +399,18 @@ class BpfObject:
                     raise _errno_error(f"attaching {name}")
                 self._links.append(link)
             prog = self._lib.bpf_object__next_program(self._obj, prog)
+
+    def program_fds(self) -> dict[str, int]:
+        """name -> fd of each loaded program."""
+        out = {}
+        prog = self._lib.bpf_object__next_program(self._obj, None)
+        while prog:
+            if self._lib.bpf_program__autoload(prog):
+                fd = self._lib.bpf_program__fd(prog)
+                if fd >= 0:
+                    out[self._lib.bpf_program__name(prog).decode()] = fd
+            prog = self._lib.bpf_object__next_program(self._obj, prog)
+        return out
 
     def attach_tracepoint(self, program: str, category: str, event: str) -> None:
         """Attach a loaded program to tracefs event category:event (one program

@@ -23,6 +23,9 @@ from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 from test_safety import held_prog_link_ids, loaded_bpf_ids
 
+from mysqlio.abi import Api, By, Dir, Op, Owner
+from mysqlio.devices import OWNER_NAMES, DeviceActivity
+from mysqlio.devtools.loop_disk import DeviceStat, device_stat, loop_ext4
 from mysqlio.devtools.scrape import (
     EXPORTER_INTERVAL_S,
     FILE_COUNTERS,
@@ -39,8 +42,8 @@ from mysqlio.devtools.scrape import (
 from mysqlio.devtools.traced import assert_one_line_error, attached_line, end_iogen, read_json_line, start_iogen
 from mysqlio.exporter import ExporterState, IoCollector
 from mysqlio.kinds import KINDS
-from mysqlio.model import FileActivity, Interval
-from mysqlio.probe import FileIdentity
+from mysqlio.model import WRITEBACK_CAUSES, FileActivity, Interval
+from mysqlio.probe import DeviceCount, FileIdentity, OpCount
 
 DEFAULT_PORT = 9164
 FAMILIES = (
@@ -48,6 +51,12 @@ FAMILIES = (
     "mysqlio_sync_ops",
     *(f"mysqlio_file_{c}" for c in FILE_COUNTERS),
     "mysqlio_file_sync_ops",
+    "mysqlio_dirtied_bytes",
+    "mysqlio_file_dirtied_bytes",
+    "mysqlio_writeback_bytes",
+    "mysqlio_file_writeback_bytes",
+    "mysqlio_device_bytes",
+    "mysqlio_device_requests",
     "mysqlio_lost_events",
     "mysqlio_drops",
     "mysqlio_burst_train_period_seconds",
@@ -230,6 +239,81 @@ def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> No
     assert len(mb.samples.get("mysqlio_burst_train_period_seconds", [])) <= 3
 
 
+def _quiet_scrape(port: int, device: str) -> tuple[DeviceStat, Metrics]:
+    """A scrape sampled after now, between two equal readings of the device's counters
+    (ext4 may commit its journal again a few seconds after a sync: then once more)."""
+    for _ in range(10):
+        stat = device_stat(device)
+        m = scrape_after(port, time.time())
+        if device_stat(device) == stat:
+            return stat, m
+    raise AssertionError(f"{device} never stayed quiet for a scrape")
+
+
+@pytest.mark.bpf
+def test_page_cache_and_device_exact_on_a_loop_disk(bpf_ready: None, iogen: Path) -> None:
+    """iogen's pc_fsync on ext4 on a loop device: 64 KiB written in 16 pwrites, then one
+    fsync. The scraped page-cache counters equal iogen's own accounting exactly: 65536
+    bytes dirtied, 65536 written back, all by fsync; the device's bytes equal its own
+    counters (/sys/block/loopN/stat) and the server's share of them is those 65536 bytes.
+    (Every block device of the machine is exported; other tests' disks are left alone.)"""
+    with loop_ext4(64, direct_io=True) as disk:  # as tests/test_pagecache.py: the image outside the page cache
+        subprocess.run(["sync", "-f", str(disk.mount)], check=True, timeout=60)
+        time.sleep(0.5)
+        gen = start_iogen(str(iogen), str(disk.mount), ["--scenario", "pc_fsync"])
+        exporter = None
+        port = free_port()
+        try:
+            assert gen.stdin is not None and gen.stdout is not None
+            exporter = start_exporter(gen.pid, "--listen", str(port))
+            # the window starts once the exporter is up (its start reads the mount's metadata)
+            stat_before, before = _quiet_scrape(port, disk.name)
+            gen.stdin.write("go\n")
+            gen.stdin.flush()
+            expected = read_json_line(gen.stdout, 60, "iogen run")
+            stat, m = _quiet_scrape(port, disk.name)
+            stat = stat - stat_before
+            assert "Traceback" not in stop_exporter(exporter)
+        finally:
+            if exporter is not None and exporter.poll() is None:
+                exporter.kill()
+                exporter.wait()
+            end_iogen(gen)
+
+    (f,) = expected["files"]
+    assert (f["dirtied_bytes"], f["writeback_bytes"], f["writeback_by"]) == (65536, 65536, {"fsync": 65536})
+    path = f["path"]
+    (kind,) = {lab["kind"] for lab, _ in m.samples["mysqlio_file_dirtied_bytes_total"] if lab["path"] == path}
+    # before the workload: the families are there, every (kind, cause) at 0, no device yet
+    assert before.total("mysqlio_dirtied_bytes_total") == 0 and before.total("mysqlio_writeback_bytes_total") == 0
+    assert {lab["by"] for lab, _ in before.samples["mysqlio_writeback_bytes_total"]} == set(WRITEBACK_CAUSES)
+    assert {lab["call"] for lab, _ in before.samples["mysqlio_sync_ops_total"]} == set(SYNC_CALLS) | {"msync"}
+    # per file and per kind, to the byte
+    assert m.by_path("mysqlio_file_dirtied_bytes_total") == {path: f["dirtied_bytes"]}
+    assert m.by_path("mysqlio_file_writeback_bytes_total") == {path: f["writeback_bytes"]}
+    assert m.by_path("mysqlio_file_writeback_bytes_total", by="fsync") == {path: 65536}
+    assert m.value("mysqlio_dirtied_bytes_total", kind=kind) == 65536 == m.total("mysqlio_dirtied_bytes_total")
+    assert m.value("mysqlio_writeback_bytes_total", kind=kind, by="fsync") == 65536
+    assert m.total("mysqlio_writeback_bytes_total") == 65536
+    assert m.by_path("mysqlio_file_write_bytes_total") == {path: f["write_bytes"]}
+    assert m.value("mysqlio_sync_ops_total", kind=kind, call="fsync") == f["fsync_ops"] == 1
+    assert m.value("mysqlio_sync_ops_total", kind=kind, call="msync") == f["msync_ops"] == 0
+    # the device: its bytes and requests as it counted them, the server's share exact
+
+    def delta(name: str, **labels: str) -> float:
+        return m.total(name, device=disk.name, **labels) - before.total(name, device=disk.name, **labels)
+
+    assert delta("mysqlio_device_bytes_total", direction="write", owner="device") == stat.bytes_written
+    assert delta("mysqlio_device_requests_total", direction="write") == stat.writes
+    assert delta("mysqlio_device_bytes_total", direction="read", owner="device") == stat.bytes_read
+    assert delta("mysqlio_device_requests_total", direction="read") == stat.reads
+    assert delta("mysqlio_device_bytes_total", direction="write", owner="server_files") == 65536
+    assert delta("mysqlio_device_bytes_total", direction="write", owner="server_direct") == 0
+    assert delta("mysqlio_device_bytes_total", direction="write", owner="filesystem") > 0  # ext4's journal
+    assert {lab["owner"] for lab, _ in m.samples["mysqlio_device_bytes_total"]} == {"device", *OWNER_NAMES.values()}
+    assert m.value("mysqlio_lost_events_total") == 0
+
+
 @pytest.mark.bpf
 def test_no_follow_exits_when_the_target_exits(bpf_ready: None) -> None:
     victim = subprocess.Popen(["sleep", "60"])
@@ -339,3 +423,41 @@ def test_hostile_path_is_a_valid_label() -> None:
     state.add(_interval(1.0, [(hostile, "other", 5, 0)]))
     m = _scrape_state(state)
     assert m.by_path("mysqlio_file_write_bytes_total") == {'/d/a"b\\c\\x0ad\\xff': 5}
+
+
+def test_page_cache_writeback_causes_and_devices_accumulate() -> None:
+    """Writeback per kind for every cause, per file for the causes seen; msync is a sync call;
+    device counters add up across intervals; a file the server only maps ranks by its dirtied bytes."""
+    state = ExporterState(top_files=1, interval_s=1.0, backend="bpf", follow=True, pid=1)
+    redo = FileActivity(file=FileIdentity(1, 5), path="/d/ib_logfile0", kind="redo")
+    for row in (
+        OpCount(redo.file, 7, Op.DIRTY, Api.KERNEL, 8192, 0, 0),
+        OpCount(redo.file, 7, Op.WRITEBACK, Api.KERNEL, 4096, 0, 0, By.MSYNC),
+        OpCount(redo.file, 0, Op.WRITEBACK, Api.KERNEL, 4096, 0, 0, By.FLUSHER_PERIODIC),
+        OpCount(redo.file, 7, Op.MSYNC, Api.SYSCALL, 0, 2, 0),
+    ):
+        redo.add(row)
+    small = _interval(1.0, [("/d/t.ibd", "table", 100, 0)]).files[0]
+    for t in (1.0, 2.0):
+        disk = DeviceActivity(dev=0xFE10, name="vdb")
+        for owner, nbytes, n in ((Owner.DEVICE, 12288, 2), (Owner.SERVER_FILE, 8192, 2), (Owner.FS, 4096, 1)):
+            disk.add(DeviceCount(disk.dev, Dir.WRITE, owner, 0, 0), nbytes, n)
+        state.add(Interval(time=t, interval_s=1.0, pid=1, lost_events=0, drops={}, files=[redo, small], devices=[disk]))
+    m = _scrape_state(state)
+    assert m.by_path("mysqlio_file_dirtied_bytes_total") == {"/d/ib_logfile0": 16384}  # no write, yet the busiest
+    assert m.samples["mysqlio_file_writeback_bytes_total"] == [
+        ({"path": "/d/ib_logfile0", "kind": "redo", "by": "msync"}, 8192.0),
+        ({"path": "/d/ib_logfile0", "kind": "redo", "by": "flusher_periodic"}, 8192.0),
+    ]
+    assert m.value("mysqlio_writeback_bytes_total", kind="redo", by="msync") == 8192
+    assert m.value("mysqlio_writeback_bytes_total", kind="table", by="fsync") == 0
+    assert len(m.samples["mysqlio_writeback_bytes_total"]) == len(KINDS) * len(WRITEBACK_CAUSES)
+    assert m.value("mysqlio_sync_ops_total", kind="redo", call="msync") == 4
+    assert m.by_path("mysqlio_file_sync_ops_total", call="msync") == {"/d/ib_logfile0": 4}
+    vdb = {"device": "vdb", "direction": "write"}
+    assert m.value("mysqlio_device_bytes_total", owner="device", **vdb) == 24576
+    assert m.value("mysqlio_device_bytes_total", owner="server_files", **vdb) == 16384
+    assert m.value("mysqlio_device_bytes_total", owner="filesystem", **vdb) == 8192
+    assert m.value("mysqlio_device_bytes_total", owner="other", **vdb) == 0
+    assert m.value("mysqlio_device_requests_total", **vdb) == 4
+    assert m.value("mysqlio_device_requests_total", device="vdb", direction="read") == 0

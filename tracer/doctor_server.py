@@ -60,6 +60,15 @@ def find_target(pid: int | None, finder: Callable[[], int] | None = None) -> tup
     )
 
 
+def _page_cache_counted() -> bool:
+    """Whether this kernel has the hooks of the eBPF page-cache accounting (asked only
+    when a redo log is memory-mapped: its writes are then seen as page-cache bytes)."""
+    from .doctor_features import probe_kernel_features
+
+    features = probe_kernel_features()  # an exception when BPF cannot run: the kernel section says why
+    return not isinstance(features, Exception) and features.page_cache
+
+
 def server_checks(pid: int | None, finder: Callable[[], int] | None = None) -> list[Check]:
     found, head = find_target(pid, finder)
     if found is None:
@@ -104,7 +113,9 @@ def server_checks(pid: int | None, finder: Callable[[], int] | None = None) -> l
     native = options.values.get("innodb_use_native_aio")
     native = boolean_setting(native) if native is not None else None
     checks.append(check_aio_backend(log_backend, log_line, kernel_aio_evidence(found), native, log_problem))
-    checks.append(Check(**mapped_files.doctor_check(mapped_files.mapped_redo(found, lay), run), section="server"))
+    mapped = mapped_files.mapped_redo(found, lay)
+    page_cache = _page_cache_counted() if mapped or mapped_files.log_line(run) else False
+    checks.append(Check(**mapped_files.doctor_check(mapped, run, page_cache), section="server"))
     for option in (
         "innodb_flush_method",
         "innodb_use_native_aio",

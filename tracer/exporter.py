@@ -8,11 +8,17 @@ exporter started and survive restarts of the server (the probe is re-created on
 the new process, the totals go on).
 
 Label cardinality is bounded: per kind always (a fixed set of kinds); per file
-only for the --top-files files with most bytes (read + written) lately. The
-per-file totals of at most `max_files` files are kept (least recently active
-evicted first), so a file that leaves the top N and comes back continues its
-counters instead of restarting them; only an evicted file restarts from 0,
-which Prometheus treats as a counter reset.
+only for the --top-files files with most bytes (read + written; dirtied, for a file
+without write requests) lately. The per-file totals of at most `max_files` files are
+kept (least recently active evicted first), so a file that leaves the top N and comes
+back continues its counters instead of restarting them; only an evicted file restarts
+from 0, which Prometheus treats as a counter reset.
+
+With the page cache counted (eBPF with its hooks), bytes dirtied and written back
+(by cause: fsync, the kernel's flusher, msync ...) are counted per kind and per file,
+and each block device's completed bytes and requests, with whose bytes they were
+(`owner`: the server's files, its direct I/O, the filesystem, other); "device" is
+the device's own count.
 """
 
 from __future__ import annotations
@@ -34,11 +40,12 @@ from prometheus_client.registry import CollectorRegistry
 
 from .bursts.live import BurstTracker
 from .bursts.train import SYNC_CALLS, Train
+from .devices import OWNER_NAMES, DeviceActivity
 from .errors import TargetGone, UserError
 from .follow import trace_following
 from .kinds import KINDS
 from .latency import SUB, Histogram
-from .model import Counts, Interval
+from .model import WRITEBACK_CAUSES, Counts, Interval
 from .sampling import IntervalSampler, StopFlag, run_loop
 from .session import choose_target, open_session
 from .units import printable
@@ -53,7 +60,9 @@ _COUNTERS = (
     ("read_bytes", "read_bytes", "Bytes read"),
     ("read_ops", "read_ops", "Read requests"),
     ("errors", "errors", "Requests that failed"),
+    ("dirtied_bytes", "dirtied_bytes", "Page-cache bytes that went clean -> dirty (writes, stores into a mapping)"),
 )
+_WRITEBACK_HELP = "Page-cache bytes the kernel wrote to the device, by cause (fsync, flusher_periodic, msync ...)"
 
 
 @dataclass
@@ -100,6 +109,7 @@ class ExporterState:
         self._bursts = BurstTracker()
         self._trains: list[Train] = []
         self._latency: dict[tuple[str, str], Histogram] = {}  # (kind, op class) -> since start
+        self._devices: dict[str, DeviceActivity] = {}  # by device name, since start
 
     # ---- fed by the sampling loop
 
@@ -121,13 +131,18 @@ class ExporterState:
                     if total is None:
                         total = self._latency[(activity.kind, cls)] = Histogram()
                     total.merge(hist)
-                series.score = series.score_at(now) + activity.write_bytes + activity.read_bytes
+                series.score = series.score_at(now) + _bytes(activity)
                 series.scored_at = now
             while len(self._files) > self.max_files:
                 self._files.popitem(last=False)
             self._exported = [
                 key for key, _ in heapq.nsmallest(self.top_files, self._files.items(), key=lambda kv: _rank(kv, now))
             ]
+            for device in interval.devices:
+                total_device = self._devices.get(device.name)
+                if total_device is None:
+                    total_device = self._devices[device.name] = DeviceActivity(dev=device.dev, name=device.name)
+                total_device.merge(device)
             self._lost_events += interval.lost_events
             for reason, count in interval.drops.items():
                 self._drops[reason] = self._drops.get(reason, 0) + count
@@ -158,6 +173,7 @@ class ExporterState:
             return [
                 *self._kind_families(),
                 *self._file_families(),
+                *self._device_families(),
                 *self._other_families(),
                 *_latency_families(self._latency),
             ]
@@ -175,6 +191,13 @@ class ExporterState:
             for call in SYNC_CALLS:
                 syncs.add_metric([kind, call], getattr(counts, f"{call}_ops"))
         yield syncs
+        wback = CounterMetricFamily(
+            "mysqlio_writeback_bytes_total", f"{_WRITEBACK_HELP}, by file kind", labels=["kind", "by"]
+        )
+        for kind, counts in self._kinds.items():
+            for cause in WRITEBACK_CAUSES:
+                wback.add_metric([kind, cause], counts.writeback_by.get(cause, 0))
+        yield wback
 
     def _file_families(self) -> Iterator[Metric]:
         exported = [(key, self._files[key].counts) for key in self._exported]
@@ -196,7 +219,40 @@ class ExporterState:
             for call in SYNC_CALLS:
                 syncs.add_metric([path, kind, call], getattr(counts, f"{call}_ops"))
         yield syncs
+        wback = CounterMetricFamily(
+            "mysqlio_file_writeback_bytes_total",
+            f"{_WRITEBACK_HELP}, for the files with most bytes lately (--top-files); the causes seen",
+            labels=["path", "kind", "by"],
+        )
+        for (path, kind), counts in exported:
+            for cause in WRITEBACK_CAUSES:
+                if cause in counts.writeback_by:
+                    wback.add_metric([path, kind, cause], counts.writeback_by[cause])
+        yield wback
         yield from _train_families(self._trains)
+
+    def _device_families(self) -> Iterator[Metric]:
+        nbytes = CounterMetricFamily(
+            "mysqlio_device_bytes_total",
+            "Block device bytes: owner=device, what the device completed; else whose bios they were "
+            "(server_files, server_direct, filesystem, other)",
+            labels=["device", "direction", "owner"],
+        )
+        requests = CounterMetricFamily(
+            "mysqlio_device_requests_total", "Requests the block device completed", labels=["device", "direction"]
+        )
+        for name, d in sorted(self._devices.items()):
+            device = printable(name)
+            for direction, total, count, by in (
+                ("write", d.write_bytes, d.write_requests, d.write_by),
+                ("read", d.read_bytes, d.read_requests, d.read_by),
+            ):
+                nbytes.add_metric([device, direction, "device"], total)
+                for owner in OWNER_NAMES.values():
+                    nbytes.add_metric([device, direction, owner], by.get(owner, 0))
+                requests.add_metric([device, direction], count)
+        yield nbytes
+        yield requests
 
     def _other_families(self) -> Iterator[Metric]:
         yield CounterMetricFamily(
@@ -242,11 +298,18 @@ class ExporterState:
         )
 
 
+def _bytes(c: Counts) -> int:
+    """A file's bytes for ranking: read and written; for a file without write requests, the
+    bytes its pages were dirtied instead (a file the server only maps, e.g. a redo log). Not
+    written back: that comes later, and from anyone's sync(2), even after the file is gone."""
+    return (c.write_bytes if c.write_ops else c.dirtied_bytes) + c.read_bytes
+
+
 def _rank(item: tuple[tuple[str, str], _FileSeries], now: float) -> tuple[float, int, int, tuple[str, str]]:
     """Busiest first: bytes lately, then bytes in all, then syncs (a sync-only file has no bytes)."""
     key, series = item
     c = series.counts
-    return (-series.score_at(now), -(c.write_bytes + c.read_bytes), -c.sync_ops, key)
+    return (-series.score_at(now), -_bytes(c), -c.sync_ops, key)
 
 
 def _train_families(trains: Iterable[Train]) -> Iterator[Metric]:

@@ -19,9 +19,9 @@ from .bursts.live import BurstTracker
 from .model import GROUPS, Interval
 from .render import Header, render_screen
 from .units import human_bytes, printable
-from .view import SORT_KEYS, ScreenRow, ScreenState
+from .view import SORT_KEYS, ScreenRow, ScreenState, device_rates
 
-HELP = "q quit · s sort · g group · l latency"
+HELP = "q quit · s sort · g group · l latency · p page cache"
 
 
 @contextlib.contextmanager
@@ -38,12 +38,21 @@ def cbreak(fd: int) -> Iterator[None]:
 class LiveScreen:
     """A sink for intervals that draws the full-screen table and reads keys."""
 
-    def __init__(self, state: ScreenState, pid: int, server: str, datadir: str | None, console: Console) -> None:
+    def __init__(
+        self,
+        state: ScreenState,
+        pid: int,
+        server: str,
+        datadir: str | None,
+        console: Console,
+        page_cache: bool = False,
+    ) -> None:
         self.state = state
         self.pid = pid
         self.server = server
         self.datadir = datadir
         self.console = console
+        self.page_cache = page_cache  # the probe counts the page cache and devices
         self.quit = False
         self._rows: list[ScreenRow] = []
         self._last: Interval | None = None
@@ -71,6 +80,10 @@ class LiveScreen:
         if self._last is None:
             return
         secs = self._last.interval_s or 1.0
+        wback_by: dict[str, int] = {}
+        for f in self._last.files:
+            for cause, nbytes in f.writeback_by.items():
+                wback_by[cause] = wback_by.get(cause, 0) + nbytes
         header = Header(
             pid=self.pid,
             server=self.server,
@@ -86,6 +99,12 @@ class LiveScreen:
             banner=self.bursts.banner(),
             latency=self.state.latency,
             server_status=self._last.server.summary() if self._last.server is not None else None,
+            view=self.state.view,
+            page_cache=self.page_cache,
+            dirtied_bps=sum(f.dirtied_bytes for f in self._last.files) / secs,
+            wback_bps=sum(f.writeback_bytes for f in self._last.files) / secs,
+            wback_by=wback_by,
+            devices=tuple(device_rates(self._last.devices, secs)),
         )
         size = self.console.size
         self._live.update(render_screen(header, self._rows, size.width, size.height))
@@ -108,29 +127,38 @@ class LiveScreen:
         elif key == "l":
             self.state.latency = not self.state.latency
             self._draw()
+        elif key == "p":
+            self.state.switch_view()
+            self._draw()
         elif key == "g":
             self.state.regroup(GROUPS[(GROUPS.index(self.state.group) + 1) % len(GROUPS)])
 
 
-def render_totals(state: ScreenState, datadir: str | None) -> Table:
-    """Whole-session totals per file, printed when top exits."""
+def render_totals(state: ScreenState, datadir: str | None, page_cache: bool = False) -> Table:
+    """Whole-session totals per file, printed when top exits (with the page cache's bytes
+    when it was counted)."""
     table = Table(title=f"mysqlio: session totals over {state.elapsed_s:.1f} s", box=None, header_style="bold")
-    for title in ("kind", "written", "wops", "syncs", "read", "rops"):
+    titles = ["kind", "written", "wops", "syncs", "read", "rops"] + (["dirtied", "wback"] if page_cache else [])
+    for title in titles:
         table.add_column(title, justify="left" if title == "kind" else "right", no_wrap=True, min_width=len(title))
     # a long path wraps rather than squeezing the numbers
     table.add_column("path", overflow="fold", ratio=1)
-    ordered = sorted(state.totals.values(), key=lambda t: (-t[2].write_bytes, -t[2].read_bytes, t[0]))
+    ordered = sorted(
+        state.totals.values(), key=lambda t: (-t[2].write_bytes, -t[2].writeback_bytes, -t[2].read_bytes, t[0])
+    )
     for path, kind, c in ordered:
         shown = path[len(datadir.rstrip("/")) + 1 :] if datadir and path.startswith(datadir.rstrip("/") + "/") else path
-        table.add_row(
+        cells = [
             kind,
             human_bytes(c.write_bytes),
             str(c.write_ops),
             str(c.sync_ops),
             human_bytes(c.read_bytes),
             str(c.read_ops),
-            printable(shown),
-        )
+        ]
+        if page_cache:
+            cells += [human_bytes(c.dirtied_bytes), human_bytes(c.writeback_bytes)]
+        table.add_row(*cells, printable(shown))
     if state.lost_events:
         table.caption = f"lost events: {state.lost_events}"
     return table

@@ -4,14 +4,19 @@ MariaDB 11.x can map its redo log (`innodb_log_file_mmap`, ON by default in
 11.8): `ib_logfile0` is mapped MAP_SHARED, has no open fd, and redo records
 are stores into the mapping. They reach the disk through page-cache writeback
 (the kernel's flusher threads, or an msync / fsync), never as a write(2) or
-pwrite(2) of the server, so mysqlio, which counts system calls, sees nothing
-of them: no bytes, no syncs, not even a row for the file. Its error log says
-so at start-up: "InnoDB: log sequence number ... (memory-mapped)".
+pwrite(2) of the server. Its error log says so at start-up: "InnoDB: log
+sequence number ... (memory-mapped)".
+
+With the eBPF backend counting the page cache (its hooks present, not
+--no-page-cache), such a file has a row: the bytes its stores dirtied and the
+bytes the kernel wrote back (by cause: msync, fsync, the flusher ...), and its
+msyncs as syncs, but no write requests. Without it (SystemTap, a kernel without
+the writeback tracepoints), mysqlio sees nothing of them: no bytes, no syncs,
+not even a row for the file.
 
 This module finds such mappings in /proc/PID/maps (a file-backed mapping with
-`s` in its permissions, writable) and names the limit in one sentence, for
-`mysqlio top` (stderr, --json, the live header) and `mysqlio doctor`. It
-claims nothing about how much was written: that cannot be measured here.
+`s` in its permissions, writable) and states what is and is not seen in one
+sentence, for `mysqlio top` (stderr, --json, the live header) and `mysqlio doctor`.
 """
 
 from __future__ import annotations
@@ -85,10 +90,18 @@ def _names(files: list[MappedFile]) -> str:
     return ", ".join(printable(os.path.basename(f.path)) for f in files)
 
 
-def redo_note(files: list[MappedFile] | None) -> str | None:
-    """The one-line statement of the limit for `mysqlio top`, or None when nothing is mapped."""
+def redo_note(files: list[MappedFile] | None, page_cache: bool = False) -> str | None:
+    """The one-line statement for `mysqlio top`, or None when nothing is mapped. `page_cache`:
+    the probe counts the page cache (BpfProbe.page_cache, and its uncounted() does not say
+    otherwise), so the redo log's writes show as dirtied and written-back bytes."""
     if not files:
         return None
+    if page_cache:
+        return (
+            f"the redo log ({_names(files)}) is memory-mapped (innodb_log_file_mmap): the server writes it by "
+            "storing into the mapping, with no system call, so its writes show as page-cache bytes dirtied "
+            "and written back (and its msyncs as syncs), not as write requests; every other file is counted"
+        )
     return (
         f"the redo log ({_names(files)}) is memory-mapped (innodb_log_file_mmap): the server writes it by "
         "storing into the mapping and the kernel writes it back, with no system call, so mysqlio shows "
@@ -96,8 +109,9 @@ def redo_note(files: list[MappedFile] | None) -> str | None:
     )
 
 
-def doctor_check(files: list[MappedFile] | None, run_log: bytes | None) -> dict[str, Any]:
-    """The fields of doctor's "redo log" check (name, status, detail, fix, value)."""
+def doctor_check(files: list[MappedFile] | None, run_log: bytes | None, page_cache: bool = False) -> dict[str, Any]:
+    """The fields of doctor's "redo log" check (name, status, detail, fix, value). `page_cache`:
+    this kernel has the hooks of the eBPF page-cache accounting (KernelFeatures.page_cache)."""
     said = log_line(run_log) if run_log else None
     evidence = []
     if files:
@@ -105,6 +119,15 @@ def doctor_check(files: list[MappedFile] | None, run_log: bytes | None) -> dict[
         evidence.append(f"{_names(files)} mapped shared and writable ({size})")
     if said:
         evidence.append(f"error log: {printable(said)!r}")
+    if evidence and page_cache:
+        return {
+            "name": "redo log",
+            "status": "ok",
+            "detail": f"memory-mapped: {'; '.join(evidence)}. Redo records are stores into the mapping, "
+            "with no system call: mysqlio (eBPF) shows them as page-cache bytes dirtied and written back, "
+            "and msync as a sync, not as write requests (SystemTap would not see them)",
+            "value": "mmap",
+        }
     if evidence:
         return {
             "name": "redo log",

@@ -7,11 +7,15 @@ import time
 from typing import Any, TextIO
 
 from .model import FileActivity, Interval
+from .render import device_line
 from .units import human_bytes, human_duration_ns, human_rate, printable
+from .view import device_rates, main_causes
 
 TEXT_HEADER = (
     f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
 )
+# with the page cache counted: bytes dirtied and written back per second, and by what
+PAGE_CACHE_HEADER = f" {'dirty/s':>10} {'wback/s':>10} {'written back by':24}"
 
 
 def write_json(
@@ -38,29 +42,51 @@ def _latency_cells(f: FileActivity) -> str:
     return " " + " ".join(cells)
 
 
-def format_text(interval: Interval, latency: bool = False) -> str:
+def _page_cache_cells(f: FileActivity, secs: float) -> str:
+    causes = main_causes(f.writeback_by) if f.writeback_bytes else "-"
+    return f" {human_bytes(f.dirtied_bytes / secs):>10} {human_bytes(f.writeback_bytes / secs):>10} {causes:24}"
+
+
+def format_text(interval: Interval, latency: bool = False, page_cache: bool = False) -> str:
     """One summary line and one line per file; rates are per second; with
-    `latency`, write and sync p50 / p99 of the requests completed in the interval."""
+    `latency`, write and sync p50 / p99 of the requests completed in the interval;
+    with `page_cache` (counted by the probe), bytes dirtied and written back and what
+    wrote them back, then one line per busy block device. Syncs include msync."""
     secs = interval.interval_s or 1.0
     clock = time.strftime("%H:%M:%S", time.localtime(interval.time))
     total_w = sum(f.write_bytes for f in interval.files)
     total_r = sum(f.read_bytes for f in interval.files)
     total_s = sum(f.sync_ops for f in interval.files)
-    lines = [
+    summary = (
         f"{clock} pid {interval.pid}  write {human_bytes(total_w / secs)}/s  read {human_bytes(total_r / secs)}/s"
-        f"  sync {human_rate(total_s / secs)}/s  files {len(interval.files)}  lost {interval.lost_events}",
-        TEXT_HEADER.replace("  path", (LATENCY_HEADER if latency else "") + "  path"),
+        f"  sync {human_rate(total_s / secs)}/s"
+    )
+    if page_cache:
+        total_d = sum(f.dirtied_bytes for f in interval.files)
+        total_b = sum(f.writeback_bytes for f in interval.files)
+        summary += f"  dirtied {human_bytes(total_d / secs)}/s  written back {human_bytes(total_b / secs)}/s"
+    extra = (LATENCY_HEADER if latency else "") + (PAGE_CACHE_HEADER if page_cache else "")
+    lines = [
+        summary + f"  files {len(interval.files)}  lost {interval.lost_events}",
+        TEXT_HEADER.replace("  path", extra + "  path"),
     ]
     for f in interval.files:
         path = printable(f.path) + (" (deleted)" if f.deleted else "")
         lines.append(
             f"{clock:8} {f.kind:16} {human_bytes(f.write_bytes / secs):>10} {human_rate(f.write_ops / secs):>7} "
             f"{human_bytes(f.read_bytes / secs):>10} {human_rate(f.read_ops / secs):>7} "
-            f"{human_rate(f.sync_ops / secs):>6} {f.errors:>4}{_latency_cells(f) if latency else ''}  {path}"
+            f"{human_rate(f.sync_ops / secs):>6} {f.errors:>4}{_latency_cells(f) if latency else ''}"
+            f"{_page_cache_cells(f, secs) if page_cache else ''}  {path}"
         )
+    devices = device_rates(interval.devices, secs, most=len(interval.devices)) if page_cache else []
+    if devices:
+        lines.append(
+            f"{clock:8} devices (what each completed per second; whose bytes: server files, direct I/O, fs, other)"
+        )
+        lines += [f"{clock:8} {device_line(d)}" for d in devices]
     return "\n".join(lines) + "\n"
 
 
-def write_text(interval: Interval, out: TextIO, latency: bool = False) -> None:
-    out.write(format_text(interval, latency) + "\n")
+def write_text(interval: Interval, out: TextIO, latency: bool = False, page_cache: bool = False) -> None:
+    out.write(format_text(interval, latency, page_cache) + "\n")
     out.flush()

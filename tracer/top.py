@@ -52,6 +52,7 @@ class StreamSink:
         self._json = output == "json"
         self._bursts = BurstTracker()
         self.notes: list[str] = []  # limits of what is counted (mysqlio.mapped_files), in each JSON line
+        self.page_cache = False  # the probe counts the page cache: its columns and the devices in text
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
@@ -59,7 +60,7 @@ class StreamSink:
         if self._json:
             write_json(interval, self._out, [t.to_json() for t in trains], self.notes)
             return
-        write_text(interval, self._out, self._latency)
+        write_text(interval, self._out, self._latency, self.page_cache)
         if interval.server is not None:
             self._out.write(printable(interval.server.summary()) + "\n\n")
             self._out.flush()
@@ -72,6 +73,12 @@ class StreamSink:
         self._stop.wait(max(0.0, timeout_s))
 
 
+def page_cache_counted(probe: Any) -> bool:
+    """The probe counts page-cache dirtying and writeback here (eBPF with its hooks, not
+    --no-page-cache); SystemTap and kernels without the tracepoints do not."""
+    return bool(getattr(probe, "page_cache", False)) and not any("page cache" in n for n in probe.uncounted())
+
+
 def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     stop = StopFlag()
     stop.install()
@@ -79,6 +86,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     state = ScreenState(options.group, options.sort, options.filters, options.latency)
     console = Console()
     datadir: list[str | None] = [None]
+    page_cache = [False]  # the probe counts the page cache (dirtied, written back, devices)
     emitted = [0]  # across restarts: -n counts the intervals of the whole session
 
     def trace_once(pid: int) -> int:
@@ -86,7 +94,8 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             datadir[0] = session.layout.datadir
             sampler = IntervalSampler(session, options.fold_partitions)
             sampler.status = status
-            note = mapped_files.redo_note(mapped_files.mapped_redo(pid, session.layout))
+            page_cache[0] = sink.page_cache = page_cache_counted(session.probe)
+            note = mapped_files.redo_note(mapped_files.mapped_redo(pid, session.layout), page_cache[0])
             # what this backend cannot count on this kernel (e.g. io_uring on a kernel whose
             # tracepoints name no request)
             sink.notes = [n for n in (note, *session.probe.uncounted()) if n]
@@ -95,8 +104,14 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
                 for limit in sink.notes:
                     print(f"mysqlio: note: {limit}", file=sys.stderr)
                 return run_loop(sampler, sink, stop, options.interval_s, options.count, emitted)
-            server = session.server() + (" (redo log memory-mapped: not counted)" if note else "")
-            with cbreak(sys.stdin.fileno()), LiveScreen(state, pid, server, session.layout.datadir, console) as screen:
+            mapped = (
+                " (redo log memory-mapped: page cache only)"
+                if page_cache[0]
+                else " (redo log memory-mapped: not counted)"
+            )
+            server = session.server() + (mapped if note else "")
+            screen = LiveScreen(state, pid, server, session.layout.datadir, console, page_cache[0])
+            with cbreak(sys.stdin.fileno()), screen:
                 return run_loop(sampler, screen, stop, options.interval_s, options.count, emitted)
 
     status = None
@@ -111,4 +126,4 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
         if status is not None:
             status.close()
         if options.output == "live":
-            console.print(render_totals(state, datadir[0]))
+            console.print(render_totals(state, datadir[0], page_cache[0]))

@@ -9,17 +9,39 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .devices import DeviceActivity
 from .filters import Filters
 from .latency import Histogram
-from .model import Counts, FileActivity, Interval
+from .model import WRITEBACK_CAUSES, Counts, FileActivity, Interval
 
 HISTORY_LEN = 60  # sparkline: the last 60 intervals
+VIEWS = ("syscalls", "page cache")  # what the columns show (key p switches)
+MAX_DEVICES = 4  # device lines in the header: the server's disks first, then the busiest
+# how the screen names what wrote a file's pages back (model.WRITEBACK_CAUSES)
+CAUSE_LABELS = {
+    "fsync": "fsync",
+    "fdatasync": "fdatasync",
+    "sync_file_range": "sfr",
+    "msync": "msync",
+    "write": "O_SYNC write",
+    "server_other": "server",
+    "flusher_periodic": "flusher",
+    "flusher_background": "flusher bg",
+    "memory": "reclaim",
+    "sync": "sync(2)",
+    "other": "other",
+}
+assert set(CAUSE_LABELS) == set(WRITEBACK_CAUSES)
+# and the owners of a device's bytes (devices.OWNER_NAMES)
+OWNER_LABELS = {"server_files": "server", "server_direct": "direct", "filesystem": "fs", "other": "other"}
 FADE_INTERVALS = 5  # a quiet row stays this many intervals, dimming, before it goes
 SORT_KEYS = {
     "write": lambda r: r.write_bps,
     "wops": lambda r: r.write_ops_ps,
     "avg": lambda r: r.avg_write,
     "sync": lambda r: r.sync_ps,
+    "dirty": lambda r: r.dirtied_bps,
+    "wback": lambda r: r.wback_bps,
     "read": lambda r: r.read_bps,
     "rops": lambda r: r.read_ops_ps,
     "wlat": lambda r: r.latency_p99("write"),
@@ -47,6 +69,11 @@ class ScreenRow:
     errors: int
     history: list[float]
     quiet_for: int = 0  # intervals since the row last did anything
+    # page cache: bytes dirtied and written back per second, what wrote them back (bytes)
+    dirtied_bps: float = 0.0
+    wback_bps: float = 0.0
+    wback_by: dict[str, int] = field(default_factory=dict)
+    wback_history: list[float] = field(default_factory=list)
     # latency summaries (mysqlio.latency.Histogram.summary) by class: write, sync, read
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -54,12 +81,84 @@ class ScreenRow:
         summary = self.latency.get(cls)
         return summary["p99_ns"] if summary else 0
 
+    @property
+    def wback_causes(self) -> str:
+        return main_causes(self.wback_by)
+
+
+def main_causes(by: dict[str, int], most: int = 2) -> str:
+    """What wrote the pages back, biggest share first: "fsync 80% / flusher 20%" ("-": nothing)."""
+    shares: dict[str, int] = {}
+    for cause, nbytes in by.items():
+        if nbytes > 0:
+            label = CAUSE_LABELS.get(cause, cause)
+            shares[label] = shares.get(label, 0) + nbytes
+    total = sum(shares.values())
+    if not total:
+        return "-"
+    ranked = sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = " / ".join(f"{label} {round(100 * n / total)}%" for label, n in ranked[:most])
+    return text + (" …" if len(ranked) > most else "")
+
+
+@dataclass(frozen=True)
+class DeviceRate:
+    """One block device over the last interval, as the header shows it: what it completed
+    per second, and whose bytes the bios queued to it were (fractions, biggest first)."""
+
+    name: str
+    write_bps: float
+    write_rps: float
+    read_bps: float
+    read_rps: float
+    write_share: tuple[tuple[str, float], ...]
+    read_share: tuple[tuple[str, float], ...]
+    amplification: float | None
+
+
+def _shares(by: dict[str, int]) -> tuple[tuple[str, float], ...]:
+    total = sum(by.values())
+    if total <= 0:
+        return ()
+    shares = [(OWNER_LABELS.get(owner, owner), n / total) for owner, n in by.items() if n > 0]
+    return tuple(sorted(shares, key=lambda kv: -kv[1]))
+
+
+def _server_bytes(d: DeviceActivity) -> int:
+    return d.server_write_bytes + d.read_by.get("server_files", 0) + d.read_by.get("server_direct", 0)
+
+
+def device_rates(devices: Iterable[DeviceActivity], secs: float, most: int = MAX_DEVICES) -> list[DeviceRate]:
+    """The busy devices of an interval (anything completed or queued): those the server's
+    bytes went to first (most first), then the others, busiest first."""
+    secs = secs or 1.0
+    busy = [
+        d
+        for d in devices
+        if d.write_bytes or d.read_bytes or d.write_requests or d.read_requests or any(d.write_by.values())
+    ]
+    busy.sort(key=lambda d: (-_server_bytes(d), -(d.write_bytes + d.read_bytes), d.name))
+    return [
+        DeviceRate(
+            name=d.name,
+            write_bps=d.write_bytes / secs,
+            write_rps=d.write_requests / secs,
+            read_bps=d.read_bytes / secs,
+            read_rps=d.read_requests / secs,
+            write_share=_shares(d.write_by),
+            read_share=_shares(d.read_by),
+            amplification=d.write_amplification,
+        )
+        for d in busy[:most]
+    ]
+
 
 @dataclass
 class _Track:
     kind: str
     label: str
     history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_LEN))
+    wback_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY_LEN))
     quiet_for: int = 0
 
 
@@ -94,10 +193,12 @@ class ScreenState:
         sort: str = "write",
         filters: Filters | None = None,
         latency: bool = False,
+        view: str = "syscalls",
     ) -> None:
         self.group = group
         self.sort = sort
         self.latency = latency  # latency columns shown
+        self.view = view  # VIEWS: the syscall columns or the page cache's
         self.filters = filters or Filters()
         self._tracks: dict[str, _Track] = {}
         self.totals: dict[str, tuple[str, str, Counts]] = {}  # whole session, per file
@@ -127,6 +228,7 @@ class ScreenState:
             track = self._tracks.setdefault(key, _Track(kind, label))
             track.label, track.quiet_for = label, 0
             track.history.append(counts.write_bytes / secs)
+            track.wback_history.append(counts.writeback_bytes / secs)
             row = _row(key, track, counts, secs)
             row.latency = {cls: s for cls, hist in latency.items() if (s := hist.summary())}
             rows.append(row)
@@ -135,6 +237,7 @@ class ScreenState:
                 continue
             track.quiet_for += 1
             track.history.append(0.0)
+            track.wback_history.append(0.0)
             if track.quiet_for > FADE_INTERVALS:
                 del self._tracks[key]
             else:
@@ -146,6 +249,10 @@ class ScreenState:
         reverse = self.sort not in ("name", "kind")
         # quiet rows sink below active ones, in the order they went quiet
         return sorted(rows, key=lambda r: (r.quiet_for, _neg(key(r)) if reverse else key(r)))
+
+    def switch_view(self) -> None:
+        """The other set of columns (syscalls <-> page cache)."""
+        self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
 
     def regroup(self, group: str) -> None:
         self.group = group
@@ -179,4 +286,8 @@ def _row(key: str, track: _Track, c: Counts, secs: float) -> ScreenRow:
         errors=c.errors,
         history=list(track.history),
         quiet_for=track.quiet_for,
+        dirtied_bps=c.dirtied_bytes / secs,
+        wback_bps=c.writeback_bytes / secs,
+        wback_by=dict(c.writeback_by),
+        wback_history=list(track.wback_history),
     )

@@ -7,7 +7,8 @@ truth on a real block device (an ext4 on a loop device; tmpfs has no writeback):
   with no event lost;
 - the loop device's totals as top saw them (bytes and requests completed, written and read)
   equal the device's own counters (/sys/block/loopN/stat) over the same window, on a device
-  nothing else uses; the bios attributed to iogen's files equal its written-back bytes, and
+  nothing else uses (read just inside and just outside top's window: top's count lies
+  between, and on a quiet device both are the same); the bios attributed to iogen's files equal its written-back bytes, and
   the owners' shares add up to the device's bytes.
 """
 
@@ -15,16 +16,18 @@ from __future__ import annotations
 
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mysqlio.devtools.loop_disk import LoopDisk, device_stat, dirty_expire, loop_ext4
+from mysqlio.devtools.loop_disk import DeviceStat, LoopDisk, device_stat, dirty_expire, loop_ext4
 from mysqlio.devtools.traced import (
     FileTotals,
     IogenRun,
     assert_exact,
+    attached_line,
     end_iogen,
     read_json_line,
     start_iogen,
@@ -36,8 +39,45 @@ SYNC_SCENARIOS = ("pc_fsync", "pc_small", "pc_sfr", "pc_mmap")
 INTERVAL_S = 0.3
 
 
-def _traced_window(iogen: Path, disk: LoopDisk, scenarios: tuple[str, ...]) -> tuple[IogenRun, Any]:
-    """iogen under top, the device quiet before and after: (the run, the device's stat delta)."""
+@dataclass
+class DeviceWindow:
+    """A device's own counters around top's window: `inner` between reads taken just inside
+    it (after the first drain, before the last), `outer` between reads just outside it
+    (after attach, after top exited). What top counted in its window lies between the two;
+    on a quiet device both are the same, and then it must equal them."""
+
+    inner: DeviceStat
+    outer: DeviceStat
+
+    def assert_holds(self, bytes_written: int, writes: int, bytes_read: int = -1, reads: int = -1) -> None:
+        lo, hi = self.inner, self.outer
+        assert lo.bytes_written <= bytes_written <= hi.bytes_written, (bytes_written, lo, hi)
+        assert lo.writes <= writes <= hi.writes, (writes, lo, hi)
+        if bytes_read >= 0:
+            assert lo.bytes_read <= bytes_read <= hi.bytes_read, (bytes_read, lo, hi)
+            assert lo.reads <= reads <= hi.reads, (reads, lo, hi)
+
+
+def start_top_bracketed(pid: int, device: str) -> tuple[subprocess.Popen[str], dict[str, Any], DeviceStat, DeviceStat]:
+    """top attached to pid: (top, its first interval, the device's counters read after attach
+    and after that first interval's drain). Device sums leave the first interval out."""
+    top = start_top(pid, INTERVAL_S)
+    assert top.stdout is not None and top.stderr is not None
+    assert attached_line(top.stderr).startswith("mysqlio: tracing pid")
+    outer0 = device_stat(device)
+    first = read_json_line(top.stdout, 60, "mysqlio top")
+    return top, first, outer0, device_stat(device)
+
+
+def stop_top_bracketed(top: subprocess.Popen[str], device: str) -> tuple[list[dict[str, Any]], DeviceStat, DeviceStat]:
+    """The rest of top's intervals, and the device's counters read before its last drain and after it exited."""
+    inner1 = device_stat(device)
+    rest, _ = stop_top(top)
+    return rest, inner1, device_stat(device)
+
+
+def _traced_window(iogen: Path, disk: LoopDisk, scenarios: tuple[str, ...]) -> tuple[IogenRun, DeviceWindow]:
+    """iogen under top, the device quiet before and after: (the run, the device's window)."""
     subprocess.run(["sync", "-f", str(disk.mount)], check=True, timeout=60)
     time.sleep(0.5)
     args = [a for s in scenarios for a in ("--scenario", s)]
@@ -45,20 +85,14 @@ def _traced_window(iogen: Path, disk: LoopDisk, scenarios: tuple[str, ...]) -> t
     top = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        top = start_top(gen.pid, INTERVAL_S)
-        assert top.stdout is not None
-        # the device's window starts after top's first interval, which _device_totals leaves
-        # out: the first drain is before this read, the next after it (iogen waits meanwhile)
-        first = read_json_line(top.stdout, 30, "mysqlio top")
-        before = device_stat(disk.name)
+        top, first, outer0, inner0 = start_top_bracketed(gen.pid, disk.name)
         gen.stdin.write("go\n")
         gen.stdin.flush()
         expected = read_json_line(gen.stdout, 240, "iogen run")
         # whatever the scenarios left (the journal's commit) reaches the device in the window
         subprocess.run(["sync", "-f", str(disk.mount)], check=True, timeout=60)
         time.sleep(1.0)
-        rest, _ = stop_top(top)
-        after = device_stat(disk.name)
+        rest, inner1, outer1 = stop_top_bracketed(top, disk.name)
     finally:
         if top is not None and top.poll() is None:
             top.kill()
@@ -68,7 +102,7 @@ def _traced_window(iogen: Path, disk: LoopDisk, scenarios: tuple[str, ...]) -> t
     traced = FileTotals()
     for obj in intervals:
         traced.add(obj)
-    return IogenRun(expected, traced, intervals), after - before
+    return IogenRun(expected, traced, intervals), DeviceWindow(inner1 - inner0, outer1 - outer0)
 
 
 def _device_totals(intervals: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -99,17 +133,14 @@ def test_sync_scenarios_exact_and_device_agrees(iogen: Path, disk: LoopDisk) -> 
     assert_exact(run, disk.mount)
     got = _device_totals(run.intervals, disk.name)
     # the device's own counters over the same window: bytes and requests, both directions
-    assert got["write_bytes"] == device.bytes_written > 0
-    assert got["write_requests"] == device.writes
-    assert got["read_bytes"] == device.bytes_read
-    assert got["read_requests"] == device.reads
+    device.assert_holds(got["write_bytes"], got["write_requests"], got["read_bytes"], got["read_requests"])
     # the bios queued to it split by owner: the same bytes in all
-    assert sum(got["write_by"].values()) == device.bytes_written
+    assert sum(got["write_by"].values()) == got["write_bytes"] > 0
     written_back = sum(f["writeback_bytes"] for f in run.expected["files"])
     assert got["write_by"]["server_files"] == written_back
     # the rest is the filesystem's (journal and metadata of those syncs), not iogen's
     assert got["write_by"]["server_direct"] == 0 and got["write_by"]["other"] == 0
-    assert got["write_by"]["filesystem"] == device.bytes_written - written_back > 0
+    assert got["write_by"]["filesystem"] == got["write_bytes"] - written_back > 0
 
 
 def test_flusher_writes_back_on_its_own(iogen: Path, disk: LoopDisk) -> None:
@@ -128,5 +159,5 @@ def test_flusher_writes_back_on_its_own(iogen: Path, disk: LoopDisk) -> None:
                     threads[t["name"]] = threads.get(t["name"], 0) + t["writeback_bytes"]
     assert threads == {"[kernel]": 16 * 4096, "iogen": 0}, threads
     got = _device_totals(run.intervals, disk.name)
-    assert got["write_bytes"] == device.bytes_written and got["write_requests"] == device.writes
+    device.assert_holds(got["write_bytes"], got["write_requests"])
     assert got["write_by"]["server_files"] == 16 * 4096

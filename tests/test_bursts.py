@@ -584,6 +584,200 @@ def test_trace_of_the_story(tmp_path: Path) -> None:
     assert [int(b.start_s) for b in dbl.members[:3]] == [7, 17, 27]
 
 
+# ----------------------------------------------------------------- writeback
+
+
+def _writeback_case(seed: int, write_train: bool = False, by: str = "fsync", period: float = 10.0) -> list[Series]:
+    """ibdata1 over 125 s: 1..8 MiB/s of 16 KiB writes, steady (+-10 %), in 1 s bins; its
+    writeback (0.1 s bins) is a trickle of single pages and, every `period` s (+-0.5 %),
+    80 MiB at once, by `by`. With `write_train`, the writes come as 80 x 1 MiB bursts
+    0.3 s before each writeback instead (on the same steady background)."""
+    rng = np.random.default_rng(seed)
+    n = 125
+    b, o = _background(rng, n, 1.0, True)
+    wb = np.zeros(n * 10)
+    wb[rng.integers(0, n * 10, 40)] += 4 * KiB
+    onsets = _onsets(rng, period, n - period / 2, jitter=0.005)
+    for t in onsets:
+        wb[int(t * 10)] += 80 * MiB
+        if write_train:
+            x = _raster(n, 1.0, max(t - 0.3, 0.0), 0.25, 80 * MiB)
+            b += x
+            o += x / MiB
+    return [
+        Series("/var/lib/mysql/ibdata1", "system", 1.0, 0.0, b, o),
+        Series("/var/lib/mysql/ibdata1", "system", 0.1, 0.0, writeback=wb, writeback_by=by),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_writeback_train_over_smooth_writes(seed: int) -> None:
+    """A sync that pushes 80 MiB every 10 s is a train even when the writes were spread out:
+    one writeback train (its cause said), no write train."""
+    trains = detect(_writeback_case(seed))
+    assert [t.metric for t in trains] == ["writeback"], [t.explanation for t in trains]
+    (t,) = trains
+    assert abs(t.period_s - 10) <= 0.3 and t.bursts >= 11 and t.writeback_by == "fsync"
+    assert abs(t.bytes_per_burst / (80 * MiB) - 1) < 0.01 and t.ops_per_burst == 0 and t.twin is None
+    assert t.typical_request_size is None and t.share_of_file_bytes and t.share_of_file_bytes > 0.99
+    assert t.explanation == (
+        "ibdata1: 80 MiB written back every 10.0 s by fsync → "
+        "after the InnoDB master thread's 10 s flush in 5.5, or a checkpoint"
+    )
+    obj = t.to_json()
+    assert obj["metric"] == "writeback" and obj["writeback_by"] == "fsync" and obj["sync_call"] is None
+    assert obj["bytes_per_burst"] == t.bytes_per_burst and obj["twin"] is None
+
+
+def test_smooth_writes_and_writeback_are_no_train() -> None:
+    """Steady writes, written back steadily (every bin a little): nothing is periodic."""
+    rng = np.random.default_rng(11)
+    b, o = _background(rng, 300, 1.0, True)
+    wb = rng.poisson(40, 3000).astype(float) * 4 * KiB
+    series = [Series("/d/t.ibd", "table", 1.0, 0.0, b, o), Series("/d/t.ibd", "table", 0.1, 0.0, writeback=wb)]
+    assert detect(series) == []
+
+
+def test_write_and_writeback_trains_of_one_period_are_twins() -> None:
+    """Bursts of writes into the page cache, each written back 0.3 s later: both trains are
+    kept, and their explanations tell the writes from the disk's spike."""
+    trains = detect(_writeback_case(3, write_train=True))
+    by = {t.metric: t for t in trains}
+    assert sorted(by) == ["write", "writeback"], [t.explanation for t in trains]
+    assert (by["write"].twin, by["writeback"].twin) == ("writeback", "write")
+    # the write train's explanation as without its twin (its request size and count are
+    # estimated over the busy background); the writeback's says it is the disk's spike
+    w = by["write"].explanation
+    assert w.startswith("ibdata1 · ") and w.endswith(
+        " writes · every 10 s → doublewrite flush (InnoDB master thread's 10 s loop in 5.5, or a checkpoint)"
+    )
+    assert by["writeback"].explanation.startswith(
+        "ibdata1: 80 MiB written back every 10.0 s by fsync, the disk's spike of its writes → "
+    )
+    assert by["writeback"].to_json()["twin"] == "write"
+    # another period is no twin
+    other = detect(_writeback_case(3, write_train=True)[:1] + _writeback_case(4, period=7.0)[1:])
+    assert {t.metric: t.twin for t in other} == {"write": None, "writeback": None}
+
+
+def test_writeback_explanations() -> None:
+    from mysqlio.bursts.explain import WRITEBACK_BY_TEXT
+    from mysqlio.model import WRITEBACK_CAUSES
+
+    assert sorted(WRITEBACK_BY_TEXT) == sorted(WRITEBACK_CAUSES)
+
+    def wb(kind: str, by: str | None, period: float, nbytes: int = 8 * MiB) -> str:
+        t = Train("/d/f", kind, "writeback", period, 0.1, 5, 0, nbytes, 0, None, 1.0, None, 0.9, 0.0, 40.0)
+        t.writeback_by = by
+        return explain(t)
+
+    assert wb("table", "flusher_periodic", 5.1) == (
+        "f: 8 MiB written back every 5.1 s by the kernel flusher (dirty_expire) → "
+        "the flusher's wake-up, vm.dirty_writeback_centisecs (5 s)"
+    )
+    for period in (30.0, 33.0, 35.0):
+        assert wb("table", "flusher_periodic", period).endswith(
+            "by the kernel flusher (dirty_expire) → pages older than vm.dirty_expire_centisecs (30 s), "
+            "at the flusher's next wake-up (every 5 s)"
+        )
+    assert (
+        wb("table", "flusher_periodic", 12.0)
+        == "f: 8 MiB written back every 12.0 s by the kernel flusher (dirty_expire)"
+    )
+    assert wb("redo", "fdatasync", 1.0).endswith("by fdatasync → innodb_flush_log_at_trx_commit=2")
+    assert wb("other", "fsync", 2.0) == "f: 8 MiB written back every 2.0 s by fsync"
+    assert wb("other", None, 2.0) == "f: 8 MiB written back every 2.0 s"
+    assert wb("aria", "write", 30.0).endswith("by O_SYNC / O_DSYNC writes → Aria checkpoint, every 30 s")
+    assert wb("table", "memory", 10.0, 1_310_720) == "f: 1.2MiB written back every 10.0 s by memory reclaim"
+
+
+def _pc_interval(i: int, writeback_by: str = "fsync") -> list[dict[str, Any]]:
+    """0.25 s of iogen's pc_periodic: 64 KiB every 0.1 s (2 or 3 per interval), and
+    every 8th interval an fsync that writes back the 1.25 MiB of its 2 s."""
+    writes = 3 if i % 2 else 2
+    f: dict[str, Any] = {
+        "path": "/d/pc_periodic.dat",
+        "kind": "other",
+        "write_bytes": writes * 64 * KiB,
+        "write_ops": writes * 16,
+        "sync_ops": 0,
+        "writeback_bytes": 0,
+        "writeback_by": {},
+    }
+    if i % 8 == 5:
+        f |= {"sync_ops": 1, "fsync_ops": 1, "writeback_bytes": 1280 * KiB, "writeback_by": {writeback_by: 1280 * KiB}}
+    return [f]
+
+
+def test_tracker_finds_the_writeback_train() -> None:
+    """`top --json` intervals of pc_periodic: a writeback train of 2 s by fsync, shown by
+    its third burst; the writes (smooth) make none; a model.FileActivity says the same."""
+    tracker = BurstTracker()
+    shown = []
+    for i in range(41):
+        tracker.update(0.25 * (i + 1), 0.25, _pc_interval(i))
+        shown.append([x.metric for x in tracker.active_trains()])
+    assert shown.index(["writeback"]) == 21  # the third fsync (intervals 5, 13, 21)
+    assert all(x == ["writeback"] for x in shown[21:]), shown  # no write train; the 1-sync bursts need six
+    trains = tracker.active_trains()
+    (wb,) = [x for x in trains if x.metric == "writeback"]
+    assert abs(wb.period_s - 2) < 0.05 and wb.bytes_per_burst == 1280 * KiB and wb.writeback_by == "fsync"
+    assert wb.explanation == "pc_periodic.dat: 1.2MiB written back every 2.0 s by fsync"
+    assert wb.to_json()["writeback_by"] == "fsync"
+    # a model.FileActivity carries the same keys as attributes
+    from mysqlio.model import FileActivity
+    from mysqlio.probe import FileIdentity
+
+    def activity(i: int) -> list[FileActivity]:
+        (d,) = _pc_interval(i, "flusher_periodic")
+        d = {k: v for k, v in d.items() if k not in ("sync_ops", "fsync_ops")}
+        return [FileActivity(file=FileIdentity(1, 2), **d)]
+
+    tracker = BurstTracker()
+    for i in range(41):
+        tracker.update(1000 + i * 0.25, 0.25, activity(i))
+    (wb,) = tracker.active_trains()
+    assert wb.metric == "writeback" and wb.writeback_by == "flusher_periodic"
+
+
+def test_writeback_series_of_a_trace(tmp_path: Path) -> None:
+    """A trace's op "writeback" events make a writeback series in 0.1 s bins with the
+    file's dominant cause: 1 MiB by fsync every 2 s (and a little by the flusher) over
+    smooth writes is a writeback train by fsync, and no write train."""
+    files = {(KDEV, 1): FileInfo("/d/pc.dat", "other", None, False)}
+    path = tmp_path / "wb.trace"
+    w = TraceWriter(str(path), TraceMeta("h", "k", 1, None, "x", "/d", 1e9, START, "test"))
+    for second in range(30):
+        ev = []
+        writes = np.zeros(10, EVENT_DTYPE)
+        writes["ts_ns"] = START + second * 10**9 + np.arange(10) * 100_000_000
+        writes["ino"], writes["op"], writes["result"] = 1, 0, 64 * KiB
+        ev.append(writes)
+        if second % 2 == 1:
+            sync = np.zeros(1, EVENT_DTYPE)
+            sync["ts_ns"], sync["ino"], sync["op"] = START + second * 10**9 + 50_000_000, 1, 2
+            wb = np.zeros(16, EVENT_DTYPE)  # 16 bios of 64 KiB, written back by that fsync
+            wb["ts_ns"] = START + second * 10**9 + 50_000_000 + np.arange(16) * 100_000
+            wb["ino"], wb["op"], wb["api"], wb["by"], wb["result"] = 1, 7, 3, 1, 64 * KiB
+            ev += [sync, wb]
+        if second == 20:
+            flusher = np.zeros(1, EVENT_DTYPE)
+            flusher["ts_ns"] = START + second * 10**9 + 700_000_000
+            flusher["ino"], flusher["op"], flusher["api"], flusher["by"], flusher["result"] = 1, 7, 3, 7, 4 * KiB
+            ev.append(flusher)
+        e = np.concatenate(ev)
+        e = e[np.argsort(e["ts_ns"], kind="stable")]
+        e["dev"], e["tid"], e["latency_ns"] = KDEV, 7, 1000
+        w.write(e, files, {7: "iogen"}, 0)
+    w.close(0, end_wall=1e9 + 30)
+    trains = trains_from_trace(TraceReader(str(path)))
+    by = {t.metric: t for t in trains}
+    assert "write" not in by and "writeback" in by, [t.explanation for t in trains]
+    t = by["writeback"]
+    assert abs(t.period_s - 2) <= 0.02 and t.bursts == 15 and t.bytes_per_burst == MiB
+    assert t.writeback_by == "fsync" and t.explanation == "pc.dat: 1 MiB written back every 2.0 s by fsync"
+
+
 # ----------------------------------------------------------------- end to end, real BPF
 
 PERIOD = 10.0  # the 5.5 master thread's loop: the explanation is the issue's
@@ -597,8 +791,9 @@ def test_end_to_end_iogen_periodic(
     """iogen's `periodic` scenario (ibdata1: 32 x 1 MiB every 10 s; ib_logfile0: 200 small
     writes a second and one fdatasync a second) under `mysqlio record` and `mysqlio top
     --json` at once: the detector on the trace (1 s bins) finds the 10 s train in ibdata1
-    and the fsync train in ib_logfile0; a tracker fed with top's intervals shows the
-    ibdata1 train within three periods of its first burst."""
+    and the fsync train in ib_logfile0 (and the writeback train its fdatasyncs make); a
+    tracker fed with top's intervals shows the ibdata1 train within three periods of its
+    first burst."""
     work = Path(os.path.realpath(tmp_path)) / "io"
     work.mkdir()
     trace = str(tmp_path / "periodic.trace")
@@ -658,10 +853,14 @@ def test_end_to_end_iogen_periodic(
         "ibdata1 · 32 × 1 MiB writes · every 10 s → doublewrite flush "
         "(InnoDB master thread's 10 s loop in 5.5, or a checkpoint)"
     )
-    redo = [t for t in trains if t.file == str(work / "ib_logfile0")]
-    assert [t.metric for t in redo] == ["sync"], [t.explanation for t in redo]  # the steady writes: no train
-    assert abs(redo[0].period_s - 1) <= 0.05
-    assert redo[0].explanation == "ib_logfile0 fdatasync once a second → innodb_flush_log_at_trx_commit=2"
+    redo = {t.metric: t for t in trains if t.file == str(work / "ib_logfile0")}
+    # the steady writes: no train; each fdatasync writes back the second's 200 writes: a writeback train
+    assert sorted(redo) == ["sync", "writeback"], [t.explanation for t in redo.values()]
+    assert abs(redo["sync"].period_s - 1) <= 0.05
+    assert redo["sync"].explanation == "ib_logfile0 fdatasync once a second → innodb_flush_log_at_trx_commit=2"
+    wb = redo["writeback"]
+    assert abs(wb.period_s - 1) <= 0.05 and wb.writeback_by == "fdatasync"
+    assert wb.explanation.endswith("written back every 1.0 s by fdatasync → innodb_flush_log_at_trx_commit=2")
 
     assert established is not None, "the live tracker never showed the ibdata1 train"
     assert "ib_logfile0 fdatasync once a second → innodb_flush_log_at_trx_commit=2" in shown, shown

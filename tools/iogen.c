@@ -1200,6 +1200,54 @@ static void sc_pc_flusher(void)
 	xclose(fd);
 }
 
+/*
+ * A server that writes steadily and syncs on a timer: every PC_PERIODIC_EVERY
+ * s, PC_PERIODIC_PAGES buffered pwrites of one page each, appended to
+ * "pc_periodic.dat", and an fsync every --period seconds, for the whole periods
+ * of --seconds (the last fsync ends the run: every page written is written back
+ * by an fsync). The writes are smooth; the writeback comes in one burst per
+ * period, of the pages written in it. Prints when each fsync began
+ * ("fsyncs_s"), as periodic prints its bursts. Like every pc_* scenario, fails
+ * when something else wrote the pages back first (a sync(2) of any process, or
+ * a short vm.dirty_expire_centisecs).
+ */
+#define PC_PERIODIC_PAGES	16	/* 64 KiB of 4 KiB pages */
+#define PC_PERIODIC_EVERY	0.1	/* s */
+static double fsync_at[4096];
+static int nr_fsyncs;
+
+static void sc_pc_periodic(void)
+{
+	struct file *f;
+	int fd = pc_open(&f, "pc_periodic.dat");
+	long long periods = (long long)(env.seconds / env.period + 1e-9), j = 1, k = 0, dirty = 0;
+	double start = now(), t, next_sync = env.period, next;
+
+	while (j <= periods) {
+		t = now() - start;
+		/* the writes due before the next fsync, then the fsync when due */
+		for (; k * PC_PERIODIC_EVERY <= t && k * PC_PERIODIC_EVERY < next_sync - 1e-6; k++) {
+			pc_write_pages(f, fd, (int)(k * PC_PERIODIC_PAGES), PC_PERIODIC_PAGES);
+			dirty += PC_PERIODIC_PAGES;
+		}
+		if (t >= next_sync) {
+			if (nr_fsyncs < (int)ARRAY_SIZE(fsync_at))
+				fsync_at[nr_fsyncs++] = t;
+			pc_check(fd, dirty, "before fsync");
+			ok(f, OP_FSYNC, fsync(fd), "fsync");
+			pc_check(fd, 0, "after fsync");
+			pc_written(f, dirty, WB_FSYNC);
+			dirty = 0;
+			next_sync = ++j * env.period;
+			continue;
+		}
+		next = k * PC_PERIODIC_EVERY < next_sync ? k * PC_PERIODIC_EVERY : next_sync;
+		sleep_until(start + next);
+	}
+	rate_elapsed = now() - start;
+	xclose(fd);
+}
+
 /* ---- main ---- */
 
 static const struct scenario {
@@ -1219,6 +1267,7 @@ static const struct scenario {
 	{ "pc_sfr", sc_pc_sfr, true },
 	{ "pc_mmap", sc_pc_mmap, true },
 	{ "pc_flusher", sc_pc_flusher, true },
+	{ "pc_periodic", sc_pc_periodic, true },
 #undef SC
 };
 
@@ -1267,6 +1316,12 @@ static void print_json(void)
 			printf("%s%.6f", i ? ", " : "", burst_at[i]);
 		printf("]");
 	}
+	if (nr_fsyncs) {
+		printf(", \"fsyncs_s\": [");
+		for (i = 0; i < nr_fsyncs; i++)
+			printf("%s%.6f", i ? ", " : "", fsync_at[i]);
+		printf("]");
+	}
 	if (lat_ran)
 		print_lat_json();
 	printf(", \"files\": [");
@@ -1313,6 +1368,7 @@ static void __attribute__((noreturn)) usage(int code)
 		     "             [--rate N --seconds S [--size B] [--threads T]]\n"
 		     "             [--period P --seconds S [--burst-count N] [--burst-size B]\n"
 		     "              [--rate N --size B]]  (scenario periodic)\n"
+		     "             [--period P --seconds S]  (scenario pc_periodic)\n"
 		     "             [--count N]  (scenario latency: N timed requests per API and op)\n"
 		     "             [--flusher-wait S]  (scenario pc_flusher: wait S s, default 40,\n"
 		     "              where the kernel has no cachestat to see the file clean)\n"
@@ -1407,6 +1463,11 @@ int main(int argc, char **argv)
 		}
 		if (sel[i] && scenarios[i].fn == sc_periodic && !(env.period && env.seconds)) {
 			fprintf(stderr, "iogen: periodic needs --period P --seconds S\n");
+			exit(2);
+		}
+		if (sel[i] && scenarios[i].fn == sc_pc_periodic &&
+		    !(env.period && env.seconds >= env.period)) {
+			fprintf(stderr, "iogen: pc_periodic needs --period P --seconds S, S >= P\n");
 			exit(2);
 		}
 	}

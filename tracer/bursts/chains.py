@@ -23,6 +23,7 @@ from .rules import (
     MIN_PERIOD_S,
     MISS_COST,
     MISS_EVERY,
+    OTHERS_MIN_REL,
     PROMINENCE,
     SHORT_TRAIN,
     SMALL_MIN,
@@ -191,8 +192,11 @@ def _evaluate(
     amounts = b.amount[idx]
     if m <= SHORT_TRAIN and amounts.max() > rules.amp_ratio * max(amounts.min(), 1e-9):
         return None  # few bursts: alike
+    if amounts.min() < OTHERS_MIN_REL * median_of(amounts):
+        return None  # through tiny bursts (a trickle): `_pools` tries the large ones alone
     # chance: the file's other bursts, globally and around the chain
     others = b.prominence >= PROMINENCE  # bins barely over the threshold are not competing bursts
+    others &= b.amount >= OTHERS_MIN_REL * median_of(amounts)  # nor are a trickle's (a page written back)
     others[idx] = False
     rate = others.sum() / max(span_s, period)
     lo, hi = on[0] - period, on[-1] + period
@@ -231,6 +235,18 @@ def _rank(c: Chain) -> tuple[float, int]:
     return ((len(c.idx) - c.missed) * (1 - 0.5 * c.irregularity), len(c.idx))
 
 
+def _pools(b: SeriesBursts, pool: np.ndarray, end: int | None, rules: Rules) -> list[np.ndarray]:
+    """The bursts to chain: all of `pool`, and, among a trickle of tiny ones (a page
+    written back now and then), those not tiny beside the large ones (or beside the
+    burst `end`), which a chain through the tiny ones would otherwise hide."""
+    amount = b.amount[pool]
+    ref = float(b.amount[end]) if end is not None else float(np.quantile(amount, 0.9)) if len(pool) else 0.0
+    big = amount >= OTHERS_MIN_REL * ref
+    if rules.min_bursts <= np.count_nonzero(big) < len(pool):
+        return [pool, pool[big]]
+    return [pool]
+
+
 def find_chains(
     b: SeriesBursts,
     r: float,
@@ -251,33 +267,35 @@ def find_chains(
     p_min = max(rules.min_period_bins * r, MIN_PERIOD_S) * 0.8
     p_max = span_s / max(1, rules.min_bursts - 1) * 1.2
     for _ in range(MAX_TRAINS if end is None else 1):
-        pool = np.flatnonzero(avail)
-        if len(pool) < rules.min_bursts:
-            break
-        sub = b.take(pool)
         best: Chain | None = None
-        tries = _candidate_periods(sub.onset, p_min, p_max) if periods is None else periods
-        for candidate in tries:
-            period = candidate
-            for _refine in range(2):  # link with the candidate, then with the chain's fitted period
-                idx, k = _best_path(sub.onset, period, r, end)
-                top = None
-                trimmed = _trimmed(idx, k)
-                variants = [(idx, k)] if len(trimmed[0]) == len(idx) else [(idx, k), trimmed]
-                for variant in variants if end is None else [v for v in variants if v[0][-1] == end]:
-                    c = _evaluate(sub, *variant, r, span_s, max(n, n_all or 0), rules)
-                    if c is not None and (top is None or _rank(c) > _rank(top)):
-                        top = c
-                if top is None:
-                    break
-                if best is None or _rank(top) > _rank(best):
-                    best = top
-                if abs(top.period - period) <= 0.02 * period:
-                    break
-                period = top.period
+        best_pool = np.flatnonzero(avail)
+        for pool in _pools(b, best_pool, end, rules):
+            if len(pool) < rules.min_bursts:
+                break
+            sub = b.take(pool)
+            sub_end = None if end is None else int(np.searchsorted(pool, end))
+            tries = _candidate_periods(sub.onset, p_min, p_max) if periods is None else periods
+            for candidate in tries:
+                period = candidate
+                for _refine in range(2):  # link with the candidate, then with the chain's fitted period
+                    idx, k = _best_path(sub.onset, period, r, sub_end)
+                    top = None
+                    trimmed = _trimmed(idx, k)
+                    variants = [(idx, k)] if len(trimmed[0]) == len(idx) else [(idx, k), trimmed]
+                    for variant in variants if end is None else [v for v in variants if v[0][-1] == sub_end]:
+                        c = _evaluate(sub, *variant, r, span_s, max(n, n_all or 0), rules)
+                        if c is not None and (top is None or _rank(c) > _rank(top)):
+                            top = c
+                    if top is None:
+                        break
+                    if best is None or _rank(top) > _rank(best):
+                        best, best_pool = top, pool
+                    if abs(top.period - period) <= 0.02 * period:
+                        break
+                    period = top.period
         if best is None:
             break
-        best.idx = pool[best.idx]
+        best.idx = best_pool[best.idx]
         found.append(best)
         avail[best.idx] = False
     return found

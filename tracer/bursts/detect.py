@@ -1,4 +1,5 @@
-"""Whole series to trains: `detect()`, and the metronome (one sync in every bin)."""
+"""Whole series to trains: `detect()`, the metronome (one sync in every bin), and
+twins (a file's write and writeback trains of one period: `pair_twins`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import numpy as np
 from .chains import Chain, find_chains
 from .explain import explain
 from .find import SeriesBursts, find_bursts
-from .rules import BATCH, METRONOME_MIN, METRONOME_NOISE, SIZE_SNR, Rules
-from .train import METRICS, Burst, Series, Train
+from .rules import BATCH, METRONOME_MIN, METRONOME_NOISE, SIZE_SNR, TWIN_TOL, Rules
+from .train import BYTE_METRICS, METRICS, Burst, Series, Train
 
 
 def metronome_runs(counts: np.ndarray) -> list[tuple[int, int]]:
@@ -45,7 +46,9 @@ def metronome_runs(counts: np.ndarray) -> list[tuple[int, int]]:
     return runs
 
 
-def chain_train(s_name: str, kind: str, metric: str, b: SeriesBursts, c: Chain, total: float) -> Train:
+def chain_train(
+    s_name: str, kind: str, metric: str, b: SeriesBursts, c: Chain, total: float, writeback_by: str | None = None
+) -> Train:
     idx = c.idx
     members = [b.burst(int(i), s_name, kind, metric) for i in idx]
     amounts = b.amount[idx]
@@ -65,15 +68,16 @@ def chain_train(s_name: str, kind: str, metric: str, b: SeriesBursts, c: Chain, 
         period_spread_s=c.spread,
         bursts=len(idx),
         missed=c.missed,
-        bytes_per_burst=round(float(np.median(amounts))) if metric == "write" else 0,
+        bytes_per_burst=round(float(np.median(amounts))) if metric in BYTE_METRICS else 0,
         ops_per_burst=round(float(np.median(amounts))) if metric == "sync" else per_burst or 0,
         typical_request_size=size,
-        share_of_file_bytes=share if metric == "write" else None,
+        share_of_file_bytes=share if metric in BYTE_METRICS else None,
         share_of_file_syncs=share if metric == "sync" else None,
         confidence=c.confidence,
         first_s=float(b.start[idx[0]]),
         last_s=float(b.start[idx[-1]]),
         members=members,
+        writeback_by=writeback_by if metric == "writeback" else None,
     )
     t.explanation = explain(t)
     return t
@@ -109,11 +113,12 @@ def metronome_train(name: str, kind: str, counts: np.ndarray, t0: float, r: floa
 
 
 def detect_series(s: Series, rules: Rules = BATCH) -> list[Train]:
-    """The trains of one series: of write bytes and of syncs, whichever it has.
-    Syncs in bins of 0.5 s or more are first tried as a metronome (one per bin)."""
+    """The trains of one series: of write bytes, of syncs and of writeback bytes,
+    whichever it has. Syncs in bins of 0.5 s or more are first tried as a metronome
+    (one per bin)."""
     out: list[Train] = []
     for metric in METRICS:
-        x = s.bytes if metric == "write" else s.syncs
+        x = s.values(metric)
         if x is None or not len(x):
             continue
         if metric == "sync" and s.resolution_s >= 0.5:
@@ -127,7 +132,8 @@ def detect_series(s: Series, rules: Rules = BATCH) -> list[Train]:
             total = float(np.asarray(x, np.float64).sum())
             span = len(x) * s.resolution_s
             out += [
-                chain_train(s.name, s.kind, metric, b, c, total) for c in find_chains(b, s.resolution_s, span, rules)
+                chain_train(s.name, s.kind, metric, b, c, total, s.writeback_by)
+                for c in find_chains(b, s.resolution_s, span, rules)
             ]
     if s.sync_call:
         for t in out:
@@ -137,6 +143,30 @@ def detect_series(s: Series, rules: Rules = BATCH) -> list[Train]:
     return out
 
 
+def pair_twins(trains: Iterable[Train]) -> None:
+    """Mark a file's write and writeback trains of the same period (within TWIN_TOL)
+    as twins, and say in the writeback train's explanation that it is the disk's
+    spike of those writes; unmark the others. In place."""
+    trains = list(trains)
+    writes: dict[str, list[Train]] = {}
+    for t in trains:
+        if t.metric == "write":
+            writes.setdefault(t.file, []).append(t)
+    changed = {id(t): t.twin for t in trains}
+    for t in trains:
+        t.twin = None
+    for t in trains:
+        if t.metric != "writeback":
+            continue
+        for w in writes.get(t.file, []):
+            if w.twin is None and abs(w.period_s / t.period_s - 1) <= TWIN_TOL:
+                w.twin, t.twin = "writeback", "write"
+                break
+    for t in trains:
+        if t.twin != changed[id(t)]:
+            t.explanation = explain(t)
+
+
 def detect(series: Series | Iterable[Series], rules: Rules = BATCH) -> list[Train]:
     """All trains of all series, most confident first."""
     if isinstance(series, Series):
@@ -144,5 +174,6 @@ def detect(series: Series | Iterable[Series], rules: Rules = BATCH) -> list[Trai
     out: list[Train] = []
     for s in series:
         out += detect_series(s, rules)
+    pair_twins(out)
     out.sort(key=lambda t: (-t.confidence, t.file, t.metric, t.first_s))
     return out

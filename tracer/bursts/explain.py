@@ -1,7 +1,9 @@
-"""The cause of a train, in one line: "ibdata1 · 80 × 1 MiB writes · every 10 s → ..."
+"""The cause of a train, in one line: "ibdata1 · 80 × 1 MiB writes · every 10 s → ...",
+"ibdata1: 80 MiB written back every 10.0 s by fsync → ..."
 
-The timers are those of docs "Periodic behaviour that shows up as bursts"; any
-other period is "unknown"."""
+The timers are those of docs "Periodic behaviour that shows up as bursts", and the
+kernel flusher's (vm.dirty_writeback_centisecs, vm.dirty_expire_centisecs); any
+other period is "unknown" (a writeback train says only what made the kernel write)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,40 @@ _TIMERS: list[tuple[frozenset[str], str, float, str]] = [
     (frozenset({"redo"}), "sync", 1.0, "innodb_flush_log_at_trx_commit=2"),
     (frozenset({"aria"}), "write", 30.0, "Aria checkpoint, every 30 s"),
     (frozenset({"aria"}), "sync", 30.0, "Aria checkpoint, every 30 s"),
+]
+
+
+# what made the kernel write a file's pages back (model.WRITEBACK_CAUSES), as "by ..." says it
+WRITEBACK_BY_TEXT = {
+    "fsync": "fsync",
+    "fdatasync": "fdatasync",
+    "sync_file_range": "sync_file_range",
+    "msync": "msync",
+    "write": "O_SYNC / O_DSYNC writes",
+    "server_other": "another call of the server",
+    "flusher_periodic": "the kernel flusher (dirty_expire)",
+    "flusher_background": "the kernel flusher (dirty_background)",
+    "memory": "memory reclaim",
+    "sync": "sync(2) / syncfs(2)",
+    "other": "another process",
+}
+_SYNC_BY = frozenset({"fsync", "fdatasync", "sync_file_range", "msync"})  # the server's sync timers apply
+_WRITE_BY = frozenset({"write", "server_other"})  # ... its write timers
+DIRTY_WRITEBACK_S = 5.0  # vm.dirty_writeback_centisecs (default 500): the flusher wakes up
+DIRTY_EXPIRE_S = 30.0  # vm.dirty_expire_centisecs (default 3000): pages this old are written back
+# (lo, hi, why) of the periodic flusher's writeback: it wakes every 5 s and writes back what is
+# older than 30 s, so a file written steadily is written back every 30 to 35 s
+_FLUSHER_TIMERS = [
+    (
+        DIRTY_WRITEBACK_S * (1 - EXPLAIN_TOL),
+        DIRTY_WRITEBACK_S * (1 + EXPLAIN_TOL),
+        "the flusher's wake-up, vm.dirty_writeback_centisecs (5 s)",
+    ),
+    (
+        DIRTY_EXPIRE_S * (1 - EXPLAIN_TOL),
+        (DIRTY_EXPIRE_S + DIRTY_WRITEBACK_S) * (1 + EXPLAIN_TOL),
+        "pages older than vm.dirty_expire_centisecs (30 s), at the flusher's next wake-up (every 5 s)",
+    ),
 ]
 
 
@@ -71,6 +107,18 @@ def human_size(n: float) -> str:
     return human_bytes(n)
 
 
+def writeback_why(kind: str, by: str | None, period_s: float) -> str | None:
+    """Why the kernel writes a file back at this period: the flusher's timers, or the
+    server's timer of the sync (or write) that made it write; None: no known timer."""
+    if by == "flusher_periodic":
+        return next((why for lo, hi, why in _FLUSHER_TIMERS if lo <= period_s <= hi), None)
+    if by in _SYNC_BY:
+        return _why(kind, "sync", period_s)
+    if by in _WRITE_BY:
+        return _why(kind, "write", period_s)
+    return None
+
+
 def human_period(period_s: float) -> str:
     if abs(period_s - 1.0) <= 0.05:
         return "once a second"
@@ -81,6 +129,14 @@ def human_period(period_s: float) -> str:
 def explain(t: Train) -> str:
     """One line: file · what · how often → cause (or "unknown")."""
     name = printable(os.path.basename(t.file) or t.file)
+    if t.metric == "writeback":
+        what = f"{name}: {human_size(t.bytes_per_burst)} written back every {t.period_s:.1f} s"
+        if t.writeback_by:
+            what += f" by {WRITEBACK_BY_TEXT.get(t.writeback_by, t.writeback_by)}"
+        if t.twin == "write":
+            what += ", the disk's spike of its writes"
+        why = writeback_why(t.kind, t.writeback_by, t.period_s)
+        return f"{what} → {why}" if why else what
     if t.metric == "sync":
         what = f"{name} {t.sync_call} {human_period(t.period_s)}"
     else:

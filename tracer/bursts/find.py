@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .rules import K_MAD, K_STAY, MAD_SIGMA, MAX_DUTY, MIN_REL
-from .train import Burst, Series
+from .rules import K_MAD, K_STAY, MAD_SIGMA, MAX_DUTY, MIN_REL, WRITEBACK_PAGE
+from .train import BYTE_METRICS, Burst, Series
 
 
 def thresholds(med: np.ndarray | float, mad: np.ndarray | float) -> tuple[Any, Any]:
@@ -39,11 +39,11 @@ class SeriesBursts:
     onset: np.ndarray  # the middle of its first bin: its time for the chains
     start: np.ndarray  # the start of its first bin
     duration: np.ndarray
-    amount: np.ndarray  # bytes (write) or syncs (sync) above the baseline
+    amount: np.ndarray  # bytes (write, writeback) or syncs (sync) above the baseline
     ops: np.ndarray  # write requests above the baseline
     size: np.ndarray  # typical request size, 0 = unknown
     prominence: np.ndarray  # its highest bin above the median, over (start threshold - median)
-    requests: np.ndarray  # write requests (write) or syncs (sync) in the burst, baseline included
+    requests: np.ndarray  # write requests, syncs or pages (writeback) in the burst, baseline included
     extra_bytes: np.ndarray  # bytes and write requests beyond the baseline's share of its bins
     extra_ops: np.ndarray  # (not clipped: a train sums them, the noise cancels)
     ops_var: np.ndarray  # variance of extra_ops from the baseline's noise (robust, per bin x bins)
@@ -60,7 +60,7 @@ class SeriesBursts:
         return Burst(
             start_s=float(self.start[i]),
             duration_s=float(self.duration[i]),
-            bytes=amount if metric == "write" else 0,
+            bytes=amount if metric in BYTE_METRICS else 0,
             ops=round(float(self.ops[i])),
             typical_request_size=size or None,
             file=file,
@@ -79,7 +79,7 @@ def _excess_sums(x: np.ndarray, med: float, starts: np.ndarray, ends: np.ndarray
 
 def find_bursts(s: Series, metric: str = "write") -> SeriesBursts | None:
     """The bursts of one metric of a series, or None when it is not bursty."""
-    x = s.bytes if metric == "write" else s.syncs
+    x = s.values(metric)
     if x is None or not len(x):
         return None
     x = np.asarray(x, np.float64)
@@ -117,6 +117,8 @@ def find_bursts(s: Series, metric: str = "write") -> SeriesBursts | None:
         ops_var = (MAD_SIGMA * float(np.median(np.abs(o - med_ops)))) ** 2 * nbins
     else:
         extra_bytes = extra_ops = ops_var = np.zeros(len(starts))
+        if metric == "writeback":  # pages: a burst of one page proves as little as one write
+            requests = requests / WRITEBACK_PAGE
     return SeriesBursts(
         onset=s.t0 + (starts + 0.5) * r,
         start=s.t0 + starts * r,

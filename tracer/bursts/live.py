@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .chains import find_chains, median_of
-from .detect import chain_train, metronome_runs, metronome_train
+from .detect import chain_train, metronome_runs, metronome_train, pair_twins
 from .explain import explain
 from .find import SeriesBursts, thresholds
 from .rules import (
@@ -21,13 +21,15 @@ from .rules import (
     MAX_DUTY,
     METRONOME_MIN,
     MIN_PERIOD_S,
+    OTHERS_MIN_REL,
     PROMINENCE,
     SMALL_EVERY,
     SMALL_REQUESTS,
     TOL_REL,
+    WRITEBACK_PAGE,
     Rules,
 )
-from .train import SYNC_CALLS, Train
+from .train import BYTE_METRICS, SYNC_CALLS, Train
 
 
 @dataclass
@@ -44,25 +46,37 @@ class _LiveBurst:
     ops_var: float = 0.0
     prominence: float = 0.0
     open: bool = True
+    causes: dict[str, float] | None = None  # writeback: bytes by what made the kernel write them
 
 
-def _field(f: Any, name: str) -> Any:
-    return f[name] if isinstance(f, dict) else getattr(f, name)
+def _field(f: Any, name: str, default: Any = None) -> Any:
+    return f.get(name, default) if isinstance(f, dict) else getattr(f, name, default)
+
+
+def _requests(b: _LiveBurst, metric: str) -> float:
+    """What a burst holds in requests: writes, syncs, or pages written back."""
+    if metric == "write":
+        return b.ops_total
+    return b.bytes_total / WRITEBACK_PAGE if metric == "writeback" else b.bytes_total
 
 
 class BurstTracker:
     """Periodic bursts one interval at a time, for the live screen of `top`.
 
     `update(t_end_s, dt_s, files)` takes one interval: its end time, its length
-    and, per file, `path`, `kind`, `write_bytes`, `write_ops`, `sync_ops` (a
-    model.FileActivity, or a dict of `top --json`). A train becomes active once
+    and, per file, `path`, `kind`, `write_bytes`, `write_ops`, `sync_ops` and,
+    when counted, `writeback_bytes` with `writeback_by` (a model.FileActivity, or a
+    dict of `top --json`). A train becomes active once
     three bursts match (see the module's algorithm, with `rules`; the baseline is the
     median and MAD of the file's last `history` intervals, recomputed every
     `recompute_every` intervals, used once it has `min_history` of them unless the
     file was idle) and leaves when no burst came for more than two periods. Files
     absent from an interval did nothing in it (`top` lists only active files)."""
 
-    _B, _O, _S = 0, 1, 2  # buffer rows: write bytes, write ops, syncs
+    _B, _O, _S, _W = 0, 1, 2, 3  # buffer rows: write bytes, write ops, syncs, writeback bytes
+    # the metrics (rows of the thresholds and burst states) and their buffer rows
+    _METRICS = (("write", _B), ("sync", _S), ("writeback", _W))
+    _ROW: ClassVar[dict[str, tuple[int, int]]] = {metric: (j, m) for j, (metric, m) in enumerate(_METRICS)}
 
     def __init__(
         self,
@@ -81,23 +95,25 @@ class BurstTracker:
         self._names: list[str] = []
         self._kinds: list[str] = []
         self._rows = 0
-        self._buf = np.zeros((3, 16, 2 * history))
+        self._buf = np.zeros((4, 16, 2 * history))
         self._pos = 0  # next buffer column
         self._base = 0  # interval number of buffer column 0
         self._n = 0  # intervals seen
         self._first = np.zeros(16, np.int64)  # interval number each file was first seen
         self._new = np.zeros(16, np.bool_)  # its baseline not computed yet
-        self._med = np.zeros((3, 16))
+        self._med = np.zeros((4, 16))
         self._ops_sigma = np.zeros(16)  # robust standard deviation of write requests per interval
-        self._thr = np.full((2, 16), np.inf)  # burst start thresholds: write bytes, syncs
-        self._stay = np.full((2, 16), np.inf)  # ... and while a burst lasts
-        self._open = np.zeros((2, 16), np.bool_)
-        self._ready = np.zeros((2, 16), np.bool_)
-        self._quiet = np.zeros((2, 16), np.int64)
+        self._thr = np.full((3, 16), np.inf)  # burst start thresholds: write bytes, syncs, writeback
+        self._stay = np.full((3, 16), np.inf)  # ... and while a burst lasts
+        self._open = np.zeros((3, 16), np.bool_)
+        self._ready = np.zeros((3, 16), np.bool_)
+        self._quiet = np.zeros((3, 16), np.int64)
         self._live: dict[tuple[int, str], _LiveBurst] = {}
         self._bursts: dict[tuple[int, str], deque[_LiveBurst]] = {}
         self._seen: dict[tuple[int, str], int] = {}  # bursts so far: every one was a new search
         self._sync_calls: dict[int, list[int]] = {}  # row -> its calls of each SYNC_CALLS so far
+        self._wb_by: dict[int, dict[str, float]] = {}  # row -> bytes written back by each cause so far
+        self._cur_by: dict[int, dict[str, float]] = {}  # ... in the current interval
         self._active: dict[tuple[int, str], Train] = {}
         self._dts: deque[float] = deque(maxlen=16)
         self._r = 1.0
@@ -114,8 +130,9 @@ class BurstTracker:
             self._t_start = t_end - dt
         self._dts.append(dt)
         self._r = median_of(np.asarray(self._dts))  # the typical interval: the bin width
-        rows, wb, wo, so = [], [], [], []
+        rows, wb, wo, so, bb = [], [], [], [], []
         index = self._index
+        self._cur_by = {}
         for f in files:
             if isinstance(f, dict):
                 path, values = f["path"], (f["write_bytes"], f["write_ops"], f["sync_ops"])
@@ -127,16 +144,23 @@ class BurstTracker:
             if values[2]:  # which sync call the file uses, when the interval says
                 calls = self._sync_calls.setdefault(i, [0] * len(SYNC_CALLS))
                 for c, name in enumerate(SYNC_CALLS):
-                    calls[c] += (f.get(f"{name}_ops", 0) if isinstance(f, dict) else getattr(f, f"{name}_ops", 0)) or 0
+                    calls[c] += _field(f, f"{name}_ops", 0) or 0
+            written_back = _field(f, "writeback_bytes", 0) or 0
+            if written_back:  # and what made the kernel write it back
+                causes, now = self._wb_by.setdefault(i, {}), self._cur_by.setdefault(i, {})
+                for cause, nbytes in (_field(f, "writeback_by") or {}).items():
+                    causes[cause] = causes.get(cause, 0) + nbytes
+                    now[cause] = now.get(cause, 0) + nbytes
             rows.append(i)
             wb.append(values[0])
             wo.append(values[1])
             so.append(values[2])
+            bb.append(written_back)
         n = self._rows
-        cur = np.zeros((3, n))
+        cur = np.zeros((4, n))
         if rows:
             r = np.asarray(rows, np.int64)
-            for m, values in ((self._B, wb), (self._O, wo), (self._S, so)):
+            for m, values in ((self._B, wb), (self._O, wo), (self._S, so), (self._W, bb)):
                 cur[m] = np.bincount(r, weights=np.asarray(values, np.float64), minlength=n)
         # each file's baseline every `recompute_every` intervals, a share of the files each
         # time; new files and those seen for only a few intervals every time
@@ -147,7 +171,7 @@ class BurstTracker:
         self._recompute(which)
         settled = (self._n - self._first[:n]) >= self.min_history
         close_after = 2 if dt < 0.5 else 1
-        for j, (metric, m) in enumerate((("write", self._B), ("sync", self._S))):
+        for j, (metric, m) in enumerate(self._METRICS):
             x = cur[m]
             was = self._open[j, :n]
             # a file idle so far: any activity is a burst; else its baseline needs `min_history` intervals
@@ -185,6 +209,7 @@ class BurstTracker:
     # ---- output
 
     def active_trains(self) -> list[Train]:
+        pair_twins(self._active.values())  # a file's write and writeback trains of one period
         return sorted(self._active.values(), key=lambda t: (-t.confidence, t.file, t.metric))
 
     def banner(self) -> str | None:
@@ -201,18 +226,18 @@ class BurstTracker:
         i = self._rows
         if i == self._buf.shape[1]:
             grow = 2 * i
-            buf = np.zeros((3, grow, self._buf.shape[2]))
+            buf = np.zeros((4, grow, self._buf.shape[2]))
             buf[:, :i] = self._buf
             self._buf = buf
             self._first = np.concatenate([self._first, np.zeros(grow - i, np.int64)])
             self._new = np.concatenate([self._new, np.zeros(grow - i, np.bool_)])
-            self._med = np.concatenate([self._med, np.zeros((3, grow - i))], axis=1)
+            self._med = np.concatenate([self._med, np.zeros((4, grow - i))], axis=1)
             self._ops_sigma = np.concatenate([self._ops_sigma, np.zeros(grow - i)])
-            self._thr = np.concatenate([self._thr, np.full((2, grow - i), np.inf)], axis=1)
-            self._stay = np.concatenate([self._stay, np.full((2, grow - i), np.inf)], axis=1)
-            self._open = np.concatenate([self._open, np.zeros((2, grow - i), np.bool_)], axis=1)
-            self._ready = np.concatenate([self._ready, np.zeros((2, grow - i), np.bool_)], axis=1)
-            self._quiet = np.concatenate([self._quiet, np.zeros((2, grow - i), np.int64)], axis=1)
+            self._thr = np.concatenate([self._thr, np.full((3, grow - i), np.inf)], axis=1)
+            self._stay = np.concatenate([self._stay, np.full((3, grow - i), np.inf)], axis=1)
+            self._open = np.concatenate([self._open, np.zeros((3, grow - i), np.bool_)], axis=1)
+            self._ready = np.concatenate([self._ready, np.zeros((3, grow - i), np.bool_)], axis=1)
+            self._quiet = np.concatenate([self._quiet, np.zeros((3, grow - i), np.int64)], axis=1)
         self._index[path] = i
         self._names.append(path)
         self._kinds.append(kind)
@@ -257,17 +282,17 @@ class BurstTracker:
             w = win[:, active]
             med = np.median(w, axis=2)
             self._med[:, act] = med
-            for j, m in enumerate((self._B, self._S)):
+            for j, (_, m) in enumerate(self._METRICS):
                 mad = np.median(np.abs(w[m] - med[m][:, None]), axis=1)
                 self._thr[j, act], self._stay[j, act] = thresholds(med[m], mad)
             self._ops_sigma[act] = MAD_SIGMA * np.median(np.abs(w[self._O] - med[self._O][:, None]), axis=1)
 
     def _amounts(self, i: int, metric: str, cur: np.ndarray) -> tuple[float, float, float, float, float]:
         """Above the baseline: amount, ops; in all: amount, ops; and the prominence."""
-        j, m = (1, self._S) if metric == "sync" else (0, self._B)
+        j, m = self._ROW[metric]
         x, med = cur[m, i], self._med[m, i]
         prominence = max(x - med, 0.0) / max(self._thr[j, i] - med, 1e-9)
-        if metric == "sync":
+        if metric != "write":
             return max(x - med, 0.0), 0.0, x, 0.0, prominence
         o = cur[self._O, i]
         return max(x - med, 0.0), max(o - self._med[self._O, i], 0.0), x, o, prominence
@@ -285,7 +310,7 @@ class BurstTracker:
             q.popleft()
         if b.prominence < PROMINENCE:
             return  # noise so far: neither starts nor extends a train (looked at again when it ends)
-        requests = b.ops_total if metric == "write" else b.bytes_total
+        requests = _requests(b, metric)
         seen = self._seen[(i, metric)]
         if requests >= SMALL_REQUESTS or (i, metric) in self._active or seen % SMALL_EVERY == 0:
             self._search(i, metric)  # trains of small bursts need six: look at every third one
@@ -302,6 +327,10 @@ class BurstTracker:
             b.extra_ops += ot - self._med[self._O, i]
             b.ops_var += self._ops_sigma[i] ** 2
         b.prominence = max(b.prominence, prominence)
+        if metric == "writeback" and i in self._cur_by:
+            b.causes = b.causes or {}
+            for cause, nbytes in self._cur_by[i].items():
+                b.causes[cause] = b.causes.get(cause, 0) + nbytes
         b.end = t_end
 
     def _close(self, i: int, metric: str) -> None:
@@ -319,7 +348,7 @@ class BurstTracker:
             return
         if b.prominence < PROMINENCE:
             return
-        requests = b.ops_total if metric == "write" else b.bytes_total
+        requests = _requests(b, metric)
         if requests >= SMALL_REQUESTS or self._seen[(i, metric)] % SMALL_EVERY == 0:
             self._search(i, metric)  # it lasted more than one interval: its size is known only now
 
@@ -355,11 +384,14 @@ class BurstTracker:
                 extra_bytes=np.array([x.extra_bytes for x in recent]),
                 extra_ops=np.array([x.extra_ops for x in recent]),
                 ops_var=np.array([x.ops_var for x in recent]),
-                requests=np.array([x.ops_total if metric == "write" else x.bytes_total for x in recent]),
+                requests=np.array([_requests(x, metric) for x in recent]),
             )
         newest = len(recent) - 1
         p_min = max(self.rules.min_period_bins * r, MIN_PERIOD_S) * 0.8
-        gaps = [float(b.onset[-1] - b.onset[-1 - o]) for o in (1, 2, 3) if o < len(recent)]
+        # the gaps to the last three bursts before it, of those not tiny beside it (a page written back)
+        floor = OTHERS_MIN_REL * float(b.amount[-1])
+        before = [j for j in range(newest - 1, -1, -1) if b.amount[j] >= floor][:3]
+        gaps = [float(b.onset[-1] - b.onset[j]) for j in before]
         gaps = [p for j, p in enumerate(gaps) if p >= p_min and all(abs(p / x - 1) > 0.05 for x in gaps[:j])]
         current = self._active.get((i, metric))
         tries = [gaps]
@@ -370,13 +402,13 @@ class BurstTracker:
             for c in find_chains(b, r, span, self.rules, periods, n_all=self._seen[(i, metric)], end=newest):
                 if c.idx[-1] == newest:
                     lo = max(0, self._pos - self.history)
-                    m = self._B if metric == "write" else self._S
+                    m = self._ROW[metric][1]
                     total = float(self._buf[m, i, lo : self._pos].sum())
-                    total += recent[-1].bytes_total if metric == "write" else 0
+                    total += recent[-1].bytes_total if metric in BYTE_METRICS else 0
                     total = max(total, float(b.amount[c.idx].sum()))
-                    self._active[(i, metric)] = self._named(
-                        i, chain_train(self._names[i], self._kinds[i], metric, b, c, total)
-                    )
+                    cause = self._cause(i, [recent[j] for j in c.idx.tolist()])
+                    train = chain_train(self._names[i], self._kinds[i], metric, b, c, total, cause)
+                    self._active[(i, metric)] = self._named(i, train)
                     return
 
     def _metronomes(self, t_end: float) -> None:
@@ -406,6 +438,16 @@ class BurstTracker:
         for key, train in list(self._active.items()):
             if train.metronome and not maybe[key[0]]:
                 del self._active[key]
+
+    def _cause(self, i: int, members: list[_LiveBurst]) -> str | None:
+        """What made the kernel write most of a writeback train's bursts (else most of
+        the file's writeback so far; None: no interval said)."""
+        causes: dict[str, float] = {}
+        for b in members:
+            for cause, nbytes in (b.causes or {}).items():
+                causes[cause] = causes.get(cause, 0) + nbytes
+        causes = causes or self._wb_by.get(i, {})
+        return max(causes, key=causes.__getitem__) if causes else None
 
     def _named(self, i: int, train: Train) -> Train:
         """A sync train says which sync call the file uses (fsync when no interval said)."""

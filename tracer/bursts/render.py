@@ -24,7 +24,7 @@ def render_trains(trains: Sequence[Train], width: int = 120) -> Table:
             if t.metric == "sync"
             else human_bytes(t.bytes_per_burst)
         )
-        share = t.share_of_file_bytes if t.metric == "write" else t.share_of_file_syncs
+        share = t.share_of_file_syncs if t.metric == "sync" else t.share_of_file_bytes
         table.add_row(
             f"{t.period_s:.2f}s",
             f"{t.period_spread_s:.2f}s",

@@ -28,6 +28,7 @@ MISS_EVERY = 8  # one missed burst allowed, and one more per this many bursts
 DEV_COST = 0.3  # score lost by a burst one tolerance away from its expected time
 MISS_COST = 0.6  # score lost by a missed burst
 MAX_OTHERS_PER_PERIOD = 0.5  # the file's other bursts: at most one per two periods
+OTHERS_MIN_REL = 0.02  # ... counting those of at least this share of the train's (median) burst
 LOOK_ELSEWHERE = 2 * 6  # periods tried per search (candidates, refined)
 ALPHA_ALL = 0.1  # ... and a long chain, if all bursts (its own too) came at random
 ALPHA = 0.005  # expected number of chains as good as this one by chance
@@ -37,6 +38,8 @@ LIVE_BURSTS = 24  # the tracker looks for trains among a file's last this many b
 FEW_BURSTS = 8  # up to this many bursts, every gap is tried as a period too
 METRONOME_MIN = 10  # intervals with exactly one sync each
 METRONOME_NOISE = 0.1  # bins with syncs outside such runs, per bin inside them
+WRITEBACK_PAGE = 4096  # writeback bursts count their bytes in pages of this size as requests
+TWIN_TOL = 0.1  # a file's write and writeback trains are twins when their periods agree within 10 %
 
 
 @dataclass(frozen=True)

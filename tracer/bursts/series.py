@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..events import OP_NAMES
+from ..events import BY_NAMES, OP_NAMES
 from ..filters import Filters
 from ..trace import TraceReader
 from ..trace_counts import SecondRows
@@ -17,6 +17,7 @@ from .rules import MIN_BURSTS
 from .train import SYNC_CALLS, Series, Train
 
 _OP_WRITE = OP_NAMES.index("write")
+_OP_WRITEBACK = OP_NAMES.index("writeback")
 _OP_SYNC_FIRST = OP_NAMES.index("fsync")
 _OP_SYNC_END = _OP_SYNC_FIRST + len(SYNC_CALLS)
 assert OP_NAMES[_OP_SYNC_FIRST:_OP_SYNC_END] == SYNC_CALLS
@@ -25,17 +26,24 @@ assert OP_NAMES[_OP_SYNC_FIRST:_OP_SYNC_END] == SYNC_CALLS
 class SeriesBuilder:
     """Per-file series of a recorded trace, fed batch by batch: write bytes and
     requests in bins of `resolution_s`, syncs in bins of `sync_resolution_s` (fine
-    enough for a once-a-second fsync). Sparse while it reads (one row per bin and
+    enough for a once-a-second fsync), bytes written back (op "writeback" events)
+    in bins of `writeback_resolution_s` (a sync's writeback takes milliseconds), with
+    each file's dominant cause (`by`). Sparse while it reads (one row per bin and
     file with activity), dense per file when asked for the series.
 
     `add(ev, dec)` takes a `trace_events.Events` batch and its `trace_events.Decoder`,
     so `report.build.build_report` can feed it from its own loop."""
 
-    def __init__(self, resolution_s: float = 1.0, sync_resolution_s: float = 0.1) -> None:
+    def __init__(
+        self, resolution_s: float = 1.0, sync_resolution_s: float = 0.1, writeback_resolution_s: float = 0.1
+    ) -> None:
         self.resolution_s = resolution_s
         self.sync_resolution_s = sync_resolution_s
+        self.writeback_resolution_s = writeback_resolution_s
         self._writes = SecondRows(2)
         self._syncs = SecondRows(1)
+        self._writeback = SecondRows(1)
+        self._wb_by = np.zeros((0, len(BY_NAMES)), np.int64)  # path id -> bytes written back by each cause
         self._kind_of = np.full(0, -1, np.int64)  # path id -> kind id
         self._sync_calls = np.zeros((0, len(SYNC_CALLS)), np.int64)  # path id -> its calls of each SYNC_CALLS
         self._t_min = math.inf
@@ -56,6 +64,8 @@ class SeriesBuilder:
             self._sync_calls = np.concatenate(
                 [self._sync_calls, np.zeros((n_paths - len(self._sync_calls), len(SYNC_CALLS)), np.int64)]
             )
+        if len(self._wb_by) < n_paths:
+            self._wb_by = np.concatenate([self._wb_by, np.zeros((n_paths - len(self._wb_by), len(BY_NAMES)), np.int64)])
         ok_op = np.where(ev.ok, ev.op, -1)
         write = ok_op == _OP_WRITE
         if write.any():
@@ -80,10 +90,25 @@ class SeriesBuilder:
             n_calls = len(SYNC_CALLS)
             key = ev.path[sync] * n_calls + (ok_op[sync] - _OP_SYNC_FIRST)
             self._sync_calls += np.bincount(key, minlength=n_calls * n_paths).reshape(n_paths, n_calls)
-        if self._writes.rows > 1_000_000:
-            self._writes.compact()
-        if self._syncs.rows > 1_000_000:
-            self._syncs.compact()
+        wb = ok_op == _OP_WRITEBACK
+        if wb.any():
+            wb_bytes = ev.nbytes[wb].astype(np.float64)
+
+            def wb_sums(key: np.ndarray, size: int, _ev: Events) -> np.ndarray:
+                return np.rint(np.bincount(key, weights=wb_bytes, minlength=size)).astype(np.int64).reshape(size, 1)
+
+            sec = np.floor(ev.t[wb] / self.writeback_resolution_s).astype(np.int64)
+            self._writeback.add(sec, ev.path[wb], n_paths, wb_sums, ev)
+            n_by = len(BY_NAMES)
+            key = ev.path[wb] * n_by + ev.by[wb]
+            self._wb_by += (
+                np.rint(np.bincount(key, weights=wb_bytes, minlength=n_by * n_paths))
+                .astype(np.int64)
+                .reshape(n_paths, n_by)
+            )
+        for rows in (self._writes, self._syncs, self._writeback):
+            if rows.rows > 1_000_000:
+                rows.compact()
 
     def series(self, dec: Decoder, min_bins: int = MIN_BURSTS) -> list[Series]:
         """One Series per file and metric with activity in at least `min_bins` bins,
@@ -94,6 +119,7 @@ class SeriesBuilder:
         for rows, r, metric in (
             (self._writes, self.resolution_s, "write"),
             (self._syncs, self.sync_resolution_s, "sync"),
+            (self._writeback, self.writeback_resolution_s, "writeback"),
         ):
             sec, ids, values = rows.compact()
             if not len(sec):
@@ -114,10 +140,21 @@ class SeriesBuilder:
                 name = dec.paths.values[pid]
                 if metric == "write":
                     out.append(Series(name, kind, r, lo * r, bytes=dense[:, 0], ops=dense[:, 1]))
+                elif metric == "writeback":
+                    out.append(
+                        Series(name, kind, r, lo * r, writeback=dense[:, 0], writeback_by=self._dominant_by(pid))
+                    )
                 else:
                     call = SYNC_CALLS[int(np.argmax(self._sync_calls[pid]))] if pid < len(self._sync_calls) else None
                     out.append(Series(name, kind, r, lo * r, syncs=dense[:, 0], sync_call=call))
         return out
+
+    def _dominant_by(self, pid: int) -> str | None:
+        """The cause of most of the file's writeback (None: none known)."""
+        if pid >= len(self._wb_by):
+            return None
+        by = self._wb_by[pid, 1:]  # BY_NAMES[0] is "none"
+        return BY_NAMES[1 + int(np.argmax(by))] if by.any() else None
 
 
 def trains_from_trace(

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-METRICS = ("write", "sync")
+METRICS = ("write", "sync", "writeback")
+BYTE_METRICS = frozenset({"write", "writeback"})  # bursts of bytes (the others: of syncs)
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "msync")
 
 
@@ -18,9 +19,12 @@ class Series:
     """One file's activity in equal bins: bin i covers [t0 + i*r, t0 + (i+1)*r).
 
     `bytes` and `ops` are write bytes and write requests per bin (either may be
-    None: no write analysis); `syncs` are fsync + fdatasync + sync_file_range
-    per bin (None: no sync analysis). The typical request size of a burst is
-    its bytes over its requests above the file's baseline."""
+    None: no write analysis); `syncs` are fsync + fdatasync + sync_file_range +
+    msync per bin (None: no sync analysis); `writeback` the bytes the kernel wrote
+    from the file's page cache to its device per bin (None: no writeback analysis),
+    `writeback_by` what made it write most of them (model.WRITEBACK_CAUSES). The
+    typical request size of a burst is its bytes over its requests above the
+    file's baseline."""
 
     name: str
     kind: str
@@ -29,7 +33,13 @@ class Series:
     bytes: np.ndarray | None = None
     ops: np.ndarray | None = None
     syncs: np.ndarray | None = None
-    sync_call: str | None = None  # the file's usual sync: fsync, fdatasync or sync_file_range
+    sync_call: str | None = None  # the file's usual sync: fsync, fdatasync, sync_file_range or msync
+    writeback: np.ndarray | None = None
+    writeback_by: str | None = None  # the cause of most of its writeback: fsync, flusher_periodic, ...
+
+    def values(self, metric: str) -> np.ndarray | None:
+        """The bins of one metric (METRICS), None when not analysed."""
+        return {"write": self.bytes, "sync": self.syncs, "writeback": self.writeback}[metric]
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ class Burst:
     typical_request_size: int | None
     file: str
     kind: str
-    metric: str = "write"  # "write" (bytes) or "sync" (sync requests)
+    metric: str = "write"  # "write" (bytes), "sync" (sync requests) or "writeback" (bytes)
     syncs: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -64,7 +74,9 @@ class Train:
 
     file: str
     kind: str
-    metric: str  # "write": bursts of bytes written; "sync": bursts of sync requests
+    # "write": bursts of bytes written; "sync": of sync requests; "writeback": of bytes the
+    # kernel wrote back to the device (the disk's spike, whether or not the writes were one)
+    metric: str
     period_s: float
     period_spread_s: float  # standard deviation of the gaps (per period)
     bursts: int
@@ -72,7 +84,7 @@ class Train:
     bytes_per_burst: int  # median, above the baseline (0 for sync trains)
     ops_per_burst: int  # write requests (write; 0: unknown) or syncs (sync) per burst
     typical_request_size: int | None  # bytes per request of the bursts (None: unknown)
-    share_of_file_bytes: float | None  # of all bytes the file took in the series (write trains)
+    share_of_file_bytes: float | None  # of all bytes the file took (write) or wrote back (writeback)
     share_of_file_syncs: float | None  # of all its syncs (sync trains)
     confidence: float  # 0..1, a heuristic (not a probability)
     first_s: float
@@ -81,6 +93,10 @@ class Train:
     members: list[Burst] = field(default_factory=list, repr=False)
     metronome: bool = False  # one sync in every interval (see `metronome_runs`), not bursts
     sync_call: str = "fsync"  # sync trains: the file's usual sync system call
+    writeback_by: str | None = None  # writeback trains: what made the kernel write back (None: unknown)
+    # the metric of the same file's other train of the same period: "writeback" for a write
+    # train whose bytes reach the disk as a writeback train, "write" for that writeback train
+    twin: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -102,6 +118,8 @@ class Train:
             "explanation": self.explanation,
             "metronome": self.metronome,
             "sync_call": self.sync_call if self.metric == "sync" else None,
+            "writeback_by": self.writeback_by if self.metric == "writeback" else None,
+            "twin": self.twin,
             "onsets_s": [round(b.start_s, 3) for b in self.members],
         }
 

@@ -1,0 +1,182 @@
+"""Writeback trains end to end, with real BPF: "a sync that pushes 80 MiB every 10 s is a
+train even when the writes were spread out", in miniature.
+
+iogen's `pc_periodic` scenario on a new ext4 on a loop device: 64 KiB of buffered writes
+(16 one-page pwrites) every 0.1 s, appended to pc_periodic.dat, and an fsync every
+PERIOD s, for SECONDS s. Its ground truth: the writes are smooth (2 or 3 in each of
+`top`'s 0.25 s intervals), and each fsync writes back the 20 writes of its period, 1.25 MiB
+(iogen checks with cachestat(2) that the pages were still dirty before each fsync and
+clean after it, and fails otherwise). Traced at once by `mysqlio top --json` (its live
+trains: the `bursts` key of each interval) and `mysqlio record` (`report --json`'s
+`bursts`), both must show a writeback train of period PERIOD, by fsync, of the bytes
+written per period, and no write train.
+
+The kernel's writeback settings are global: another test shortening
+vm.dirty_expire_centisecs meanwhile would let the flusher write some pages before the
+fsync, and iogen fail, as would a sync(2) of any process; such a run is tried again (four
+times at most). Needs root: fails (does not skip) without it, as every BPF test."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mysqlio.devtools.loop_disk import loop_ext4
+from mysqlio.devtools.traced import (
+    FileTotals,
+    end_iogen,
+    read_json_line,
+    report_json,
+    start_iogen,
+    start_record,
+    start_top,
+)
+
+PERIOD = 2.0
+SECONDS = 12.0
+FSYNCS = int(SECONDS / PERIOD)
+TOP_INTERVAL_S = 0.25
+PER_PERIOD = 20 * 64 * 1024  # bytes written between two fsyncs, each written back by the second
+ATTEMPTS = 5
+
+
+@dataclass
+class Run:
+    expected: dict[str, Any]  # iogen's JSON
+    intervals: list[dict[str, Any]]  # top's
+    go: float  # unix time iogen started
+    trace: str
+    path: str  # pc_periodic.dat
+
+
+def _run(iogen: Path, directory: str, trace: str) -> Run | None:
+    """iogen under top and record at once; None when iogen failed (its reason on stderr)."""
+    args = ["--scenario", "pc_periodic", "--period", str(PERIOD), "--seconds", str(SECONDS)]
+    gen = start_iogen(str(iogen), directory, args)
+    rec = top = None
+    intervals: list[dict[str, Any]] = []
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        rec = start_record(gen.pid, trace)
+        top = start_top(gen.pid, TOP_INTERVAL_S)
+        assert top.stdout is not None
+        intervals.append(read_json_line(top.stdout, 30, "mysqlio top"))  # its probes are attached
+        out = top.stdout
+
+        def read() -> None:  # all the time: a full pipe would hold top up
+            for line in out:
+                if line.strip():
+                    intervals.append(json.loads(line))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        go = time.time()
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        ready, _, _ = select.select([gen.stdout], [], [], SECONDS + 60)
+        assert ready, "iogen pc_periodic did not end"
+        line = gen.stdout.readline()
+        if not line:
+            return None
+        expected = json.loads(line)
+        time.sleep(1.0)  # the last fsync's writeback, in an interval of its own and in the trace
+        top.send_signal(signal.SIGINT)  # it prints the last partial interval and exits 0
+        top.wait(timeout=20)
+        reader.join(timeout=10)
+        assert top.returncode == 0, f"mysqlio top exited {top.returncode}"
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, f"record exited {rec.returncode}: {err}"
+    finally:
+        for p in (top, rec):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        end_iogen(gen)
+    return Run(expected, intervals, go, trace, str(Path(directory) / "pc_periodic.dat"))
+
+
+@pytest.fixture(scope="module")
+def run(bpf_ready: None, iogen: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    for attempt in range(1, ATTEMPTS + 1):
+        trace = str(tmp_path_factory.mktemp("wb") / "pc_periodic.trace")
+        with loop_ext4(64, direct_io=True) as disk:
+            subprocess.run(["sync", "-f", str(disk.mount)], check=True, timeout=60)
+            result = _run(iogen, os.path.realpath(disk.mount), trace)
+        if result is not None:
+            return result
+        print(f"iogen pc_periodic failed (attempt {attempt} of {ATTEMPTS}): something else wrote its pages back?")
+        time.sleep(3.0)
+    pytest.fail(f"iogen pc_periodic failed {ATTEMPTS} times (see its stderr)")
+
+
+def _file_trains(intervals: list[dict[str, Any]], path: str) -> list[tuple[float, dict[str, Any]]]:
+    """(interval end, train) of every train of `path` top showed, interval by interval."""
+    return [(obj["time"], t) for obj in intervals for t in obj.get("bursts", []) if t["file"] == path]
+
+
+@pytest.mark.bpf
+def test_iogen_ground_truth(run: Run) -> None:
+    """iogen's own account, and top's per-file totals equal to it (page cache included)."""
+    (f,) = run.expected["files"]
+    assert f["path"] == run.path
+    assert len(run.expected["fsyncs_s"]) == FSYNCS
+    assert np.allclose(np.diff(run.expected["fsyncs_s"]), PERIOD, atol=0.05)
+    assert f["write_bytes"] == f["dirtied_bytes"] == f["writeback_bytes"] == FSYNCS * PER_PERIOD
+    assert f["writeback_by"] == {"fsync": FSYNCS * PER_PERIOD} and f["fsync_ops"] == FSYNCS
+    totals = FileTotals()
+    for obj in run.intervals:
+        totals.add(obj)
+    got = totals.totals[run.path]
+    for counter in ("write_bytes", "write_ops", "fsync_ops", "dirtied_bytes", "writeback_bytes"):
+        assert got[counter] == f[counter], counter
+    assert totals.writeback_by[run.path] == f["writeback_by"]
+
+
+@pytest.mark.bpf
+def test_top_shows_the_writeback_train(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    """The live tracker of top: a writeback train of PERIOD by fsync, of the bytes of a
+    period, from the third fsync on; never a write train (the writes are smooth)."""
+    shown = _file_trains(run.intervals, run.path)
+    assert not [t for _, t in shown if t["metric"] == "write"], shown
+    wb = [(at, t) for at, t in shown if t["metric"] == "writeback"]
+    assert wb, f"top never showed a writeback train: {[t['explanation'] for _, t in shown]}"
+    established, t = wb[0]
+    _, last = wb[-1]
+    with capsys.disabled():
+        print(
+            f"\ntop --json: {last['explanation']} (period {last['period_s']} s, {last['bytes_per_burst']} bytes "
+            f"a burst, {last['bursts']} bursts); shown {established - (run.go + run.expected['fsyncs_s'][2]):.2f} s "
+            "after the third fsync"
+        )
+    for _, t in wb:
+        assert abs(t["period_s"] / PERIOD - 1) <= 0.05, t
+        assert t["writeback_by"] == "fsync" and t["bytes_per_burst"] == PER_PERIOD, t
+    assert last["explanation"] == "pc_periodic.dat: 1.2MiB written back every 2.0 s by fsync"
+    assert established <= run.go + run.expected["fsyncs_s"][2] + 1.0
+
+
+@pytest.mark.bpf
+def test_report_shows_the_writeback_train(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    """The trace: a writeback train of every fsync (PERIOD apart, as iogen's fsyncs), by
+    fsync, of the bytes of a period; no write train."""
+    trains = [t for t in report_json(run.trace)["bursts"] if t["file"] == run.path]
+    with capsys.disabled():
+        print("\nreport --json:", *[f"  {t['explanation']} (P {t['period_s']} s)" for t in trains], sep="\n")
+    assert "write" not in [t["metric"] for t in trains]
+    (t,) = [t for t in trains if t["metric"] == "writeback"]
+    assert abs(t["period_s"] / PERIOD - 1) <= 0.02 and t["bursts"] == FSYNCS and t["missed"] == 0
+    assert t["writeback_by"] == "fsync" and t["bytes_per_burst"] == PER_PERIOD and t["share_of_file_bytes"] == 1.0
+    assert np.allclose(np.diff(t["onsets_s"]), np.diff(run.expected["fsyncs_s"]), atol=0.15)
+    assert t["explanation"] == "pc_periodic.dat: 1.2MiB written back every 2.0 s by fsync"

@@ -69,6 +69,10 @@ struct folio___old { /* 5.16 - 6.5: the order in the first tail page */
 	unsigned char _folio_order;
 } __attribute__((preserve_access_index));
 
+struct page___ci { /* 7.x: compound_head renamed */
+	unsigned long compound_info;
+} __attribute__((preserve_access_index));
+
 struct page___old { /* before 6.16 */
 	unsigned long index;
 } __attribute__((preserve_access_index));
@@ -304,10 +308,19 @@ static __always_inline struct page *bio_head_page(struct bio *bio)
 	page = BPF_CORE_READ(bio, bi_io_vec, bv_page);
 	if (!page)
 		return NULL;
-	head = BPF_CORE_READ(page, compound_head);
-	if (head & 1) /* a tail page points to its head, bit 0 set */
-		page = (struct page *)(head - 1);
-	return page;
+	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
+		head = BPF_CORE_READ((struct page___ci *)page, compound_info);
+	else
+		head = BPF_CORE_READ(page, compound_head);
+	if (!(head & 1)) /* bit 0: a tail page */
+		return page;
+	head &= ~1UL;
+	/* 7.x with HugeTLB vmemmap optimisation stores GENMASK(63, shift), a mask that
+	 * turns the tail's address into its head's; else (and before 7.x) the head's
+	 * address itself. A mask's complement is 2^shift - 1; no struct page's is. */
+	if (!((~head + 1) & ~head))
+		return (struct page *)((unsigned long)page & head);
+	return (struct page *)head;
 }
 
 static __always_inline int on_bio(struct bio *bio)

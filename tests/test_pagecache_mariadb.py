@@ -8,7 +8,7 @@ top --json` under sysbench oltp_write_only, with the datadir on an ext4 on a loo
 - ib_logfile0 has a row, with its path (from the server's maps) and kind "redo", and
   page-cache bytes dirtied: at least the redo the server wrote (Innodb_lsn_current's
   advance), as pages;
-- over a quiesced window that starts and ends with `sync`, every redo page dirtied is
+- over a quiesced window that starts and ends with `sync -f` (syncfs), every redo page dirtied is
   written back, and what wrote it is named (the sync at the end, or the kernel's flusher);
 - the loop device's bytes and requests written as top saw them (completed; and the bios
   queued, split by owner) agree with its own counters (/sys/block/loopN/stat) over the
@@ -34,8 +34,9 @@ LOAD_S = 6
 PAGE = 4096
 
 
-def _sync() -> None:
-    subprocess.run(["sync"], check=True, timeout=120)
+def _sync(path: str) -> None:
+    """syncfs(2) of the server's filesystem only (the rest of the machine left alone)."""
+    subprocess.run(["sync", "-f", path], check=True, timeout=120)
 
 
 @pytest.mark.mariadb
@@ -45,7 +46,7 @@ def test_mapped_redo_log_dirtied_and_written_back(bpf_ready: None, root: str) ->
         bench = Sysbench(db, tables=2, table_size=10000, threads=2)
         bench.prepare()
         quiet = _quiet_lsn(db)
-        _sync()  # no redo page dirty from here on: the window's writeback is its own dirtying
+        _sync(db.base_dir)  # no redo page dirty from here on: the window's writeback is its own dirtying
         top, first, outer0, inner0 = start_top_bracketed(db.pid, db.loop_device)
         try:
             lsn0 = db.status("Innodb_lsn_current")
@@ -54,7 +55,7 @@ def test_mapped_redo_log_dirtied_and_written_back(bpf_ready: None, root: str) ->
             bench.wait(timeout_s=LOAD_S + 60)
             lsn1 = db.status("Innodb_lsn_current")
             time.sleep(2.0)  # the server quiesces
-            _sync()
+            _sync(db.base_dir)
             time.sleep(1.0)
             intervals, inner1, outer1 = stop_top_bracketed(top, db.loop_device)
         finally:

@@ -26,8 +26,9 @@ import pytest
 from rich.console import Console
 
 from mysqlio import latency
-from mysqlio.devtools.traced import COUNTERS, assert_one_line_error
-from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from mysqlio.abi import LATENCY_UNKNOWN
+from mysqlio.devtools.traced import COUNTERS, PAGE_CACHE_COUNTERS, assert_one_line_error
+from mysqlio.events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
 from mysqlio.filters import Filters
 from mysqlio.latency import percentile
 from mysqlio.plot import plot_series, plot_trace
@@ -127,6 +128,28 @@ def test_example_report_content() -> None:
     assert [b["t"] for b in obj["busiest_seconds"][:3]] == [22, 2, 12]
     assert all(b["top_file"]["path"].endswith("ibdata1") for b in obj["busiest_seconds"][:3])
     assert obj["complete"] and not obj["truncated"] and obj["duration_s"] == 30.0
+    # the page cache: each file's dirtied and written-back bytes, and why
+    MiB = 1 << 20
+    assert files["ibdata1"]["dirtied_bytes"] == files["ibdata1"]["writeback_bytes"] == 240 * MiB
+    assert files["ibdata1"]["writeback_by"] == {"fsync": 3 * 48 * MiB, "flusher_background": 3 * 32 * MiB}
+    assert files["ib_logfile0"]["writeback_by"] == {"fdatasync": 600 * 4096}
+    assert files["tc.log"]["msync_ops"] == 30 and files["tc.log"]["sync_ops"] == 30
+    assert files["tc.log"]["writeback_by"] == {"msync": 30 * 4096} and files["tc.log"]["apis"] == ["syscall"]
+    assert files["slow.log"]["writeback_by"] == {"flusher_periodic": 7 * 4096}
+    assert files["#sql-temptable-1f2a-3-0"]["dirtied_bytes"] == 65536
+    assert files["#sql-temptable-1f2a-3-0"]["writeback_bytes"] == 0
+    assert files["sbtest1.ibd"]["dirtied_bytes"] == files["sbtest1.ibd"]["writeback_bytes"] == 0  # O_DIRECT
+    totals = obj["totals"]
+    assert sum(totals["writeback_by"].values()) == totals["writeback_bytes"] == 257_204_224
+    # the disks: sda wrote the server's pages, its direct I/O and the journal; nvme0n1 others' only
+    sda, nvme = obj["devices"]
+    assert (sda["name"], sda["dev"], nvme["name"]) == ("sda", "8:0", "nvme0n1")
+    assert sda["write_by"]["server_files"] == totals["writeback_bytes"]
+    assert sda["write_by"]["server_direct"] == (240 + 120) * 16384
+    assert sda["write_bytes"] == sum(sda["write_by"].values()) == 270_598_144
+    assert sda["write_amplification"] == round(270_598_144 / (257_204_224 + (240 + 120) * 16384), 3)
+    assert nvme["write_by"]["other"] == nvme["write_bytes"] == 3 * MiB and nvme["write_amplification"] is None
+    assert obj["device_samples"] == 60
 
 
 # ----------------------------------------------------------------- exact totals
@@ -137,9 +160,18 @@ KDEV2 = (253 << 20) | 0
 START = 123_000_000_000
 
 
+_BYTES_OPS = [OP_NAMES.index(op) for op in ("write", "read", "dirty", "writeback")]
+_SYNC_OPS = [OP_NAMES.index(op) for op in ("fsync", "fdatasync", "sync_file_range", "msync")]
+_PAGE_CACHE_OPS = [OP_NAMES.index("dirty"), OP_NAMES.index("writeback")]
+_WRITEBACK = OP_NAMES.index("writeback")
+_KERNEL_API = API_NAMES.index("kernel")
+
+
 def synthetic(tmp_path: Path, seed: int = 5, nbatches: int = 12, n: int = 2500) -> tuple[Path, np.ndarray, dict]:
     """A random trace (all ops and apis, errors, two devices sharing inode numbers, files
-    appearing late, one unknown file, out-of-order completions) and its events."""
+    appearing late, one unknown file, out-of-order completions; page-cache events of api
+    "kernel" without latency, writeback with every cause, some by the kernel's tid 0) and
+    its events."""
     rng = np.random.default_rng(seed)
     kinds = ["redo", "binlog", "table", "system", "tmp"]
     files: dict[tuple[int, int], FileInfo] = {}
@@ -150,7 +182,7 @@ def synthetic(tmp_path: Path, seed: int = 5, nbatches: int = 12, n: int = 2500) 
             kind = kinds[ino % len(kinds)]
             table = f"db.t{ino}" if kind == "table" else None
             files[(dev, ino)] = FileInfo(f"/d{dev >> 20}/f{ino}", kind, table, ino == 40)
-    threads = {200 + i: f"thread{i % 3}" for i in range(6)}
+    threads = {200 + i: f"thread{i % 3}" for i in range(6)} | {0: "[kernel]"}
     path = tmp_path / "synthetic.trace"
     all_events = []
     w = TraceWriter(str(path), TraceMeta("h", "k", 1, None, None, None, 1e9, START, "test"))
@@ -163,13 +195,17 @@ def synthetic(tmp_path: Path, seed: int = 5, nbatches: int = 12, n: int = 2500) 
         e["ino"][0] = 999  # unknown to the recorder
         e["dev"] = np.where(rng.random(n) < 0.2, KDEV2, KDEV)
         e["dev"][e["ino"] > 5] = KDEV
-        e["op"] = rng.integers(0, 5, n)
-        e["api"] = rng.integers(0, 3, n)
+        e["op"] = rng.integers(0, len(OP_NAMES), n)
+        page_cache = np.isin(e["op"], _PAGE_CACHE_OPS)
+        e["api"] = np.where(page_cache, _KERNEL_API, rng.integers(0, _KERNEL_API, n))
+        e["latency_ns"][page_cache] = LATENCY_UNKNOWN
+        e["by"] = np.where(e["op"] == _WRITEBACK, rng.integers(1, len(BY_NAMES), n), 0)
         size = rng.integers(1, 1 << 21, n)
-        e["result"] = np.where(e["op"] <= 1, size, 0)
-        e["result"][rng.random(n) < 0.02] = -rng.integers(1, 100)
+        e["result"] = np.where(np.isin(e["op"], _BYTES_OPS), size, 0)
+        e["result"][(rng.random(n) < 0.02) & ~page_cache] = -rng.integers(1, 100)
         e["offset"] = rng.integers(-1, 1 << 30, n)
         e["tid"] = rng.integers(200, 206, n)
+        e["tid"][(e["op"] == _WRITEBACK) & (rng.random(n) < 0.3)] = 0  # the kernel's flusher
         w.write(e, files, threads, b * 3)
         all_events.append(e)
     w.close(99, end_wall=1e9 + 6)
@@ -189,10 +225,23 @@ def brute_force(e: np.ndarray, files: dict, key_of: Any) -> dict[Any, dict[str, 
         if op in ("write", "read"):
             c[f"{op}_bytes"] += res
             c[f"{op}_ops"] += 1
+        elif op == "dirty":
+            c["dirtied_bytes"] += res
+        elif op == "writeback":
+            c["writeback_bytes"] += res
+            c[f"wb_{BY_NAMES[row['by']]}"] += res
         else:
             c[f"{op}_ops"] += 1
             c["sync_ops"] += 1
     return out
+
+
+def page_cache_of(counts: dict[str, int]) -> dict[str, int]:
+    """The page-cache counters of a report row (or of brute_force's), causes as wb_<cause>."""
+    row = {c: counts.get(c, 0) for c in PAGE_CACHE_COUNTERS}
+    row.update({f"wb_{cause}": n for cause, n in counts.get("writeback_by", {}).items()})
+    row.update({k: v for k, v in counts.items() if k.startswith("wb_") and v})
+    return row
 
 
 def _path_of(files: dict) -> Any:
@@ -219,7 +268,12 @@ def test_round_trip_totals_are_exact(tmp_path: Path) -> None:
     assert totals["read_bytes"] == int(res[ok & (e["op"] == 1)].sum())
     assert totals["write_ops"] == int((ok & (e["op"] == 0)).sum())
     assert totals["read_ops"] == int((ok & (e["op"] == 1)).sum())
-    assert totals["sync_ops"] == int((ok & (e["op"] >= 2)).sum())
+    assert totals["sync_ops"] == int((ok & np.isin(e["op"], _SYNC_OPS)).sum())
+    assert totals["msync_ops"] == int((ok & (e["op"] == OP_NAMES.index("msync"))).sum()) > 0
+    assert totals["dirtied_bytes"] == int(res[e["op"] == OP_NAMES.index("dirty")].sum()) > 0
+    assert totals["writeback_bytes"] == int(res[e["op"] == _WRITEBACK].sum()) > 0
+    assert set(totals["writeback_by"]) == set(BY_NAMES[1:])
+    assert sum(totals["writeback_by"].values()) == totals["writeback_bytes"]
     assert totals["errors"] == int((~ok).sum())
     assert obj["events"] == obj["events_in_trace"] == len(e)
     assert obj["lost_events"] == 99 and obj["complete"] and obj["duration_s"] == 6.0
@@ -230,6 +284,7 @@ def test_round_trip_totals_are_exact(tmp_path: Path) -> None:
     assert set(got) == set(expected)
     for p, counts in expected.items():
         assert {k: got[p][k] for k in COUNTERS} == {k: counts.get(k, 0) for k in COUNTERS}, p
+        assert page_cache_of(got[p]) == page_cache_of(counts), p
     assert {f["kind"] for f in obj["files"]} >= {"redo", "binlog", "table", "system", "tmp", "other"}
     assert got["/d8/f40"]["deleted"] is True
     assert got["/d253/f3"]["dev"] == "253:0"
@@ -246,7 +301,11 @@ def test_groups_filters_and_seconds_are_exact(tmp_path: Path) -> None:
     r = build_report(TraceReader(str(path)), "thread")
     expected = brute_force(e, files, lambda row: int(row["tid"]))
     assert {row.tid: row.stats.write_bytes for row in r.rows} == {k: v["write_bytes"] for k, v in expected.items()}
-    assert {row.thread for row in r.rows} == {"thread0", "thread1", "thread2"}
+    assert {row.thread for row in r.rows} == {"thread0", "thread1", "thread2", "[kernel]"}
+    kernel = next(row for row in r.rows if row.tid == 0)
+    assert kernel.label == "[kernel]" and kernel.stats.write_ops == 0
+    assert page_cache_of(kernel.stats.counters_json()) == page_cache_of(expected[0])
+    assert kernel.stats.writeback_bytes > 0 and kernel.stats.apis == set()
 
     r = build_report(TraceReader(str(path)), "table")
     kind_of = {i.path: i.kind for i in files.values()}
@@ -327,9 +386,24 @@ def test_export_reads_back(fmt: str, tmp_path: Path) -> None:
         rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == len(e)
     assert sum(int(r["bytes"]) for r in rows) == int(np.maximum(e["result"], 0).sum())
-    assert sum(int(r["latency_ns"]) for r in rows) == int(e["latency_ns"].sum())
+    known = e["latency_ns"] != LATENCY_UNKNOWN
+    assert sum(int(r["latency_ns"]) for r in rows if r["latency_ns"] not in (None, "")) == int(
+        e["latency_ns"][known].sum()
+    )
+    # an unknown latency (page-cache events) is null, not 2^64-1
+    assert sum(1 for r in rows if r["latency_ns"] in (None, "")) == int((~known).sum()) > 0
     assert sum(int(r["errno"]) for r in rows) == int(-e["result"][e["result"] < 0].sum())
     assert {r["op"] for r in rows} == set(OP_NAMES) and {r["api"] for r in rows} == set(API_NAMES)
+    # the writeback's cause: "none" for every other event
+    assert {r["by"] for r in rows} == set(BY_NAMES)
+    assert all((r["by"] != "none") == (r["op"] == "writeback") for r in rows)
+    by_cause: dict[str, int] = defaultdict(int)
+    for r in rows:
+        by_cause[r["by"]] += int(r["bytes"]) if r["op"] == "writeback" else 0
+    wb = e["op"] == _WRITEBACK
+    assert dict(by_cause) == {"none": 0} | {
+        name: int(e["result"][wb & (e["by"] == i)].sum()) for i, name in enumerate(BY_NAMES) if i
+    }
     assert sum(1 for r in rows if r["table"] not in (None, "")) == sum(1 for r in rows if r["kind"] == "table")
 
 
@@ -344,11 +418,15 @@ def test_export_format_from_suffix_and_cut_trace(tmp_path: Path) -> None:
 def test_plot_files(tmp_path: Path) -> None:
     reader = TraceReader(str(FIXTURES / "example.trace"))
     series = plot_trace(reader, str(tmp_path / "p.png"), bursts=[(2.0, 3.2, "doublewrite burst")])
-    assert series.labels[0] == "system" and int(series.write_bytes.sum()) == 260_561_626
-    assert int(series.sync_ops.sum()) == 1263 and len(series.seconds) == 30
+    assert series.labels[0] == "system" and int(series.write_bytes.sum()) == 260_566_126
+    assert int(series.sync_ops.sum()) == 1293 and len(series.seconds) == 30  # with tc.log's 30 msync
+    # written back beside the writes: all the example's writeback, when it happened
+    assert int(series.writeback_bytes.sum()) == 257_204_224 and len(series.writeback_bytes) == 30
+    assert all(80 << 20 <= series.writeback_bytes[s] < 81 << 20 for s in (2, 12, 22))  # the bursts' pages
+    assert all(series.writeback_bytes[s] < 1 << 20 for s in range(30) if s not in (2, 12, 22))
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     by_file = plot_series(TraceReader(str(FIXTURES / "example.trace")), "file", top=2)
-    assert by_file.labels == ["ibdata1", "sbtest/sbtest1.ibd", "4 other files"]  # files that wrote
+    assert by_file.labels == ["ibdata1", "sbtest/sbtest1.ibd", "5 other files"]  # files that wrote
     proc = run_cli("plot", "example.trace", "--by", "file", "-o", str(tmp_path / "p.html"))
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "p.html").read_text()

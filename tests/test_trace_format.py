@@ -18,8 +18,12 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
+from mysqlio.devices import DeviceActivity
 from mysqlio.errors import UserError
-from mysqlio.events import API_NAMES, EVENT_DTYPE, OP_NAMES
+from mysqlio.events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
+from mysqlio.filters import Filters
+from mysqlio.report.build import build_report
+from mysqlio.report.to_json import report_json
 from mysqlio.trace import COLUMNS, FileInfo, TraceMeta, TraceReader, TraceWriter
 
 KDEV = (8 << 20) | 1
@@ -76,6 +80,9 @@ def read_all(path: Path) -> tuple[TraceReader, pa.Table | None]:
 def test_columns_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "t.trace"
     e1, e2 = events(1000, 1), events(500, 2, t0_s=0.5, inos=(3, 4))
+    for e, seed in ((e1, 1), (e2, 2)):  # a writeback's cause, "none" for the others
+        wb = e["op"] == OP_NAMES.index("writeback")
+        e["by"][wb] = np.random.default_rng(seed).integers(1, len(BY_NAMES), int(wb.sum()))
     files = file_map((1, 2, 3, 4))
     with TraceWriter(str(path), meta()) as w:
         w.write(e1, files, THREADS, 0)
@@ -101,7 +108,10 @@ def test_columns_round_trip(tmp_path: Path) -> None:
     assert col["bytes"] == np.maximum(e["result"], 0).tolist()
     assert col["errno"] == np.where(e["result"] < 0, -e["result"], 0).tolist()
     assert col["latency_ns"] == e["latency_ns"].tolist()
+    assert col["by"] == [BY_NAMES[b] for b in e["by"].tolist()]
+    assert set(col["by"]) == set(BY_NAMES)
     assert reader.complete and not reader.truncated
+    assert reader.devices == []  # no device samples written: none read
 
 
 def test_dictionary_deltas_across_batches(tmp_path: Path) -> None:
@@ -302,3 +312,113 @@ def test_killed_before_the_first_batch_is_an_empty_trace(tmp_path: Path) -> None
     reader = TraceReader(str(path))
     assert list(reader.batches()) == []
     assert not reader.complete and not reader.truncated
+
+
+# ----------------------------------------------------------------- block-device samples
+
+
+def device_sample(t: float, write_bytes: int, name: str = "sda", dev: tuple[int, int] = (8, 0)) -> dict:
+    """A batch's sample as the recorder makes it (record._Devices)."""
+    d = DeviceActivity(dev=os.makedev(*dev), name=name, write_bytes=write_bytes, write_requests=write_bytes // 4096)
+    d.write_by = {"server_files": write_bytes // 2, "filesystem": write_bytes - write_bytes // 2}
+    d.read_bytes, d.read_requests, d.read_by = 8192, 2, {"server_direct": 8192}
+    return {"t": t, "interval_s": 0.5, "devices": [d.to_json()]}
+
+
+def checked(sample: dict) -> dict:
+    """A sample as the reader gives it back: its devices' counters, not what derives from them."""
+    devices = [{k: v for k, v in d.items() if k != "write_amplification"} for d in sample["devices"]]
+    return {**sample, "devices": devices}
+
+
+def test_device_samples_round_trip(tmp_path: Path) -> None:
+    """Each batch's device sample is read back as written; a batch may carry one without
+    events; the report sums them per device, over its time range."""
+    path = tmp_path / "t.trace"
+    samples = [device_sample(0.5, 1 << 20), device_sample(1.0, 3 << 20), device_sample(1.5, 4096, "vdb", (252, 16))]
+    with TraceWriter(str(path), meta()) as w:
+        w.write(events(100, 1), file_map(), THREADS, 0, devices=samples[0])
+        w.write(events(0, 2), file_map(), THREADS, 0, devices=samples[1])  # devices only
+        w.write(events(100, 3, t0_s=1.0), file_map(), THREADS, 0)  # no sample: nothing read
+        w.write(events(10, 4, t0_s=1.0), file_map(), THREADS, 0, devices=samples[2])
+    reader = TraceReader(str(path))
+    assert reader.devices == []  # read with the batches
+    assert sum(b.num_rows for b in reader.batches()) == 210
+    assert reader.devices == [checked(x) for x in samples]
+    obj = report_json(build_report(TraceReader(str(path))))
+    sda, vdb = obj["devices"]
+    assert (sda["name"], sda["dev"], vdb["name"], vdb["dev"]) == ("sda", "8:0", "vdb", "252:16")
+    assert sda["write_bytes"] == 4 << 20 and sda["write_requests"] == 1024 and sda["read_bytes"] == 16384
+    assert sda["write_by"] == {"server_files": 2 << 20, "server_direct": 0, "filesystem": 2 << 20, "other": 0}
+    assert sda["write_amplification"] == 2.0 and obj["device_samples"] == 3
+    # --from 0.6: the first sample's interval (0 to 0.5 s) is left out
+    later = build_report(TraceReader(str(path)), filters=Filters(t_from=0.6))
+    assert [(d.name, d.write_bytes) for d in later.devices] == [("sda", 3 << 20), ("vdb", 4096)]
+
+
+DAMAGED_SAMPLES = [
+    b"not json",
+    b"\xff\xfe",
+    b"[]",
+    b"[" * 100_000,
+    b'{"t": 1.0, "interval_s": 0.5}',
+    b'{"t": -1.0, "interval_s": 0.5, "devices": []}',
+    b'{"t": NaN, "interval_s": 0.5, "devices": []}',
+    b'{"t": 1.0, "interval_s": true, "devices": []}',
+    b'{"t": "1", "interval_s": 0.5, "devices": []}',
+    b'{"t": 1.0, "interval_s": 0.5, "devices": {}}',
+]
+
+
+def _damaged_devices() -> list[dict]:
+    good = device_sample(2.0, 4096)["devices"][0]
+    damaged = []
+    for key, value in [
+        ("write_bytes", -1),
+        ("write_bytes", True),
+        ("write_bytes", 1.5),
+        ("write_bytes", 1 << 70),
+        ("read_requests", None),
+        ("dev", "8"),
+        ("dev", "8:x"),
+        ("dev", "9" * 5000 + ":0"),
+        ("dev", "\u0661:0"),  # a digit, but not an ASCII one
+        ("dev", 8),
+        ("name", ""),
+        ("name", None),
+        ("write_by", []),
+        ("write_by", {"server_files": -5}),
+        ("read_by", {"filesystem": "1"}),
+    ]:
+        damaged.append({**good, key: value})
+    damaged += [[], "sda", None]
+    return damaged
+
+
+def test_damaged_device_samples_are_dropped_never_raised(tmp_path: Path) -> None:
+    """A sample that is not one is dropped, a damaged device of a good sample too: the
+    rest of the trace, and of the sample, still reads and reports."""
+    path = tmp_path / "t.trace"
+    good = device_sample(2.0, 4096)
+    with TraceWriter(str(path), meta()) as w:
+        w.write(events(10, 1), file_map(), THREADS, 0, devices=device_sample(0.5, 1 << 20))
+        for raw in DAMAGED_SAMPLES:
+            w._append(w._batch(np.zeros(0, EVENT_DTYPE), {}, {}), {"lost_total": "0", "devices": raw})  # type: ignore[arg-type]
+        w.write(
+            events(0, 2), file_map(), THREADS, 0, devices={**good, "devices": [*_damaged_devices(), *good["devices"]]}
+        )
+        w.write(events(10, 3), file_map(), THREADS, 0)
+    reader = TraceReader(str(path))
+    assert sum(b.num_rows for b in reader.batches()) == 20 and reader.complete
+    assert [len(s["devices"]) for s in reader.devices] == [1, 1]  # the good device of the damaged sample kept
+    assert reader.devices[1] == checked(good)
+    (sda,) = report_json(build_report(TraceReader(str(path))))["devices"]
+    assert sda["write_bytes"] == (1 << 20) + 4096
+
+
+def test_device_samples_in_the_example_trace() -> None:
+    """The committed example carries a device sample per batch (the fuzz test mutates it)."""
+    reader = TraceReader(str(Path(__file__).parent / "fixtures" / "example.trace"))
+    list(reader.batches())
+    assert len(reader.devices) == 60 and all(s["interval_s"] == 0.5 for s in reader.devices)
+    assert [s["t"] for s in reader.devices] == [0.5 * (b + 1) for b in range(60)]

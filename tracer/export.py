@@ -1,7 +1,10 @@
 """Export a trace's events as CSV, JSON lines or Parquet, batch by batch.
 
 Every column of the trace is written, dictionary columns decoded to plain
-strings; memory stays at one batch. The output file is created mode 0600.
+strings (`by`, the cause of a page-cache writeback, is "none" for every other
+event; a trace recorded before it had the column exports "none" throughout);
+an unknown latency (page-cache events, abi.LATENCY_UNKNOWN) is null, not 2^64-1.
+Memory stays at one batch. The output file is created mode 0600.
 JSON lines are built column-wise with Arrow string kernels (strings are
 JSON-escaped once per dictionary entry), not row by row in Python.
 """
@@ -18,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from .abi import LATENCY_UNKNOWN
 from .errors import UserError
 from .trace import COLUMNS, TraceReader, open_private
 
@@ -31,9 +35,16 @@ _SUFFIXES = {
     ".pq": "parquet",
 }
 
+# columns whose value may be unknown, exported as null (the trace's marker of it)
+_UNKNOWN = {"latency_ns": pa.scalar(LATENCY_UNKNOWN, pa.uint64())}
 # the exported schema: the trace's columns with strings in place of dictionaries
 PLAIN = pa.schema(
-    [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable) for f in COLUMNS]
+    [
+        pa.field(
+            f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable or f.name in _UNKNOWN
+        )
+        for f in COLUMNS
+    ]
 )
 
 
@@ -48,9 +59,20 @@ def format_of(path: str, fmt: str | None) -> str:
 
 
 def plain(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The batch with its dictionary columns decoded to strings."""
-    columns = [col.dictionary_decode() if isinstance(col, pa.DictionaryArray) else col for col in batch.columns]
+    """The batch with its dictionary columns decoded to strings, unknown values null."""
+    columns = []
+    for field, col in zip(PLAIN, batch.columns, strict=True):
+        if isinstance(col, pa.DictionaryArray):
+            col = col.dictionary_decode()
+        elif field.name in _UNKNOWN:
+            col = _null_unknown(field.name, col)
+        columns.append(col)
     return pa.RecordBatch.from_arrays(columns, schema=PLAIN)
+
+
+def _null_unknown(name: str, col: pa.Array) -> pa.Array:
+    unknown = pc.equal(col, _UNKNOWN[name])
+    return pc.if_else(unknown, pa.scalar(None, col.type), col) if pc.any(unknown).as_py() else col
 
 
 def export_trace(reader: TraceReader, out: str, fmt: str) -> int:
@@ -103,6 +125,8 @@ class _JsonLines:
             parts.append(("{" if i == 0 else ",") + json.dumps(field.name) + ":")
             if isinstance(col, pa.DictionaryArray):
                 parts.append(self._strings(field.name, col))
+            elif field.name in _UNKNOWN:
+                parts.append(pc.fill_null(pc.cast(_null_unknown(field.name, col), pa.string()), "null"))
             else:
                 parts.append(pc.cast(col, pa.string()))
         parts.append("}\n")

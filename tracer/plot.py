@@ -1,5 +1,6 @@
 """Plot a trace: bytes written per second, stacked by kind (or by the busiest
-files), with syncs per second on a second axis and optional bursts marked.
+files), the bytes the kernel wrote back from the page cache beside them (traces
+that have them), syncs per second on a second axis and optional bursts marked.
 
 matplotlib's Agg canvas, no pyplot (no global state, no display needed);
 matplotlib is imported only when a figure is drawn.
@@ -24,6 +25,7 @@ from .bursts.series import SeriesBuilder
 from .bursts.train import Train
 from .errors import UserError
 from .filters import Filters
+from .model import COUNTER_FIELDS
 from .trace import TraceMeta, TraceReader, open_private
 from .trace_counts import SecondRows, SecondSeries, count
 from .trace_events import Decoder, Events
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 
 FORMATS = (".png", ".svg", ".html")
 BY = ("kind", "file")
+_SYNC_COLUMNS = [COUNTER_FIELDS.index(f"{call}_ops") for call in ("fsync", "fdatasync", "sync_file_range", "msync")]
+_WRITEBACK_COLUMN = COUNTER_FIELDS.index("writeback_bytes")
 
 Burst = tuple[float, float, str]  # (start_s, end_s, label), seconds since the trace start
 
@@ -47,7 +51,9 @@ class PlotSeries:
     seconds: np.ndarray  # int64, every second from the first to the last event
     labels: list[str]  # one per stacked layer, busiest first
     write_bytes: np.ndarray  # (len(labels), len(seconds)) bytes written in each second
-    sync_ops: np.ndarray  # (len(seconds),) fsync + fdatasync + sync_file_range in each second
+    sync_ops: np.ndarray  # (len(seconds),) fsync + fdatasync + sync_file_range + msync in each second
+    # (len(seconds),) page-cache bytes the kernel wrote back to the device in each second
+    writeback_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     truncated: bool = False
     trains: list[Train] = field(default_factory=list)  # periodic bursts found in the trace
 
@@ -96,7 +102,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
     matrix = np.zeros((len(labels), nsec), np.int64)
     keep = (layer_of[ids] >= 0) & (sec - base < nsec)
     np.add.at(matrix, (layer_of[ids][keep], (sec - base)[keep]), wbytes[keep, 0])
-    syncs = per_sec[:, 4] + per_sec[:, 5] + per_sec[:, 6]
+    syncs = per_sec[:, _SYNC_COLUMNS].sum(axis=1)
     return PlotSeries(
         meta=reader.meta,
         by=by,
@@ -104,6 +110,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
         labels=labels,
         write_bytes=matrix,
         sync_ops=syncs,
+        writeback_bytes=per_sec[:, _WRITEBACK_COLUMN].copy(),
         truncated=reader.truncated,
         trains=detect(burst_series.series(dec)),
     )
@@ -127,21 +134,34 @@ def render_figure(series: PlotSeries, bursts: Sequence[Burst] | None = None, tit
     ax = fig.add_subplot()
     x = np.append(series.seconds, series.seconds[-1] + 1).astype(np.float64)  # step edges
     peak = float(series.write_bytes.sum(axis=0).max()) if series.write_bytes.size else 0.0
+    writeback = series.writeback_bytes if series.writeback_bytes.any() else None
+    if writeback is not None:
+        peak = max(peak, float(writeback.max()))
     scale, unit = _rate_unit(peak)
     layers = [np.append(row, row[-1]) / scale for row in series.write_bytes]
     colors = [f"C{i % 10}" for i in range(len(layers))]
     if layers:
         ax.stackplot(x, layers, labels=series.labels, colors=colors, step="post", alpha=0.85, linewidth=0)
+    if writeback is not None:  # beside the writes: what the kernel wrote of them to the device, and when
+        ax.plot(
+            x,
+            np.append(writeback, writeback[-1]) / scale,
+            drawstyle="steps-post",
+            color="darkblue",
+            linestyle="--",
+            linewidth=1.2,
+            label="written back (page cache → device)",
+        )
     ax.set_xlim(x[0], x[-1])
     ax.set_ylim(bottom=0, top=(peak / scale) * 1.08 if peak > 0 else 1)
     ax.set_xlabel(f"seconds since the start of the trace ({utc_time(series.meta.start_wall)})")
-    ax.set_ylabel(f"written ({unit})")
+    ax.set_ylabel(f"written{', written back' if writeback is not None else ''} ({unit})")
     ax.grid(True, axis="y", alpha=0.3)
 
     ax2 = ax.twinx()
     syncs = np.append(series.sync_ops, series.sync_ops[-1]).astype(np.float64)
     ax2.plot(x, syncs, drawstyle="steps-post", color="black", linewidth=1.0, label="syncs/s (right axis)")
-    ax2.set_ylabel("syncs per second (fsync + fdatasync + sync_file_range)")
+    ax2.set_ylabel("syncs per second (fsync + fdatasync + sync_file_range + msync)")
     ax2.set_ylim(bottom=0, top=max(1.0, float(syncs.max()) * 1.15))
 
     for i, (start, end, label) in enumerate(bursts or ()):
@@ -159,7 +179,8 @@ def render_figure(series: PlotSeries, bursts: Sequence[Burst] | None = None, tit
 
     m = series.meta
     server = " ".join(printable(s) for s in (m.server_version,) if s) or "mysqld"
-    default = f"Bytes written per second by {series.by}, and syncs: {server} pid {m.pid} on {printable(m.host)}"
+    what = "Bytes written (and written back)" if writeback is not None else "Bytes written"
+    default = f"{what} per second by {series.by}, and syncs: {server} pid {m.pid} on {printable(m.host)}"
     if series.truncated:
         default += " (trace cut short)"
     ax.set_title(title or default, fontsize=11)

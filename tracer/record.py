@@ -3,7 +3,9 @@
 The probes write events to a ring buffer without waking us; every POLL_S the
 recorder copies all committed events out in bulk, and every FLUSH_S it names
 the new files and threads and appends one record batch to the trace, so a
-kill -9 loses at most about a second.
+kill -9 loses at most about a second. Each batch also carries what the block
+devices did since the previous one (the probe's cumulative device counters as
+deltas, `devices.DeviceDeltas`), when they did anything.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from . import target
+from .devices import DeviceDeltas
 from .errors import TargetGone
 from .follow import trace_following
 from .layout import read_layout
 from .probe import EventReader, FileIdentity, lost_events
 from .sampling import StopFlag
-from .session import Session, open_session
+from .session import KERNEL_THREAD, KERNEL_TID, Session, open_session
 from .trace import FileInfo, TraceMeta, TraceWriter, file_keys
 from .units import human_bytes
 
@@ -83,7 +86,34 @@ class _Names:
                 )
         for tid in np.unique(events["tid"]).tolist():
             if tid not in self.threads:
-                self.threads[tid] = session.thread_name(tid)
+                # tid 0: page-cache writeback by the kernel itself (flusher, reclaim)
+                self.threads[tid] = KERNEL_THREAD if tid == KERNEL_TID else session.thread_name(tid)
+
+
+class _Devices:
+    """The block devices' activity since the previous batch, one sample per batch."""
+
+    def __init__(self, session: Session, start_mono_ns: int) -> None:
+        self._probe = session.probe
+        self._start_mono_ns = start_mono_ns
+        # the probe's counters start at zero when it attaches, as its event stream does:
+        # the first sample covers the recording from its first event on
+        self._deltas = DeviceDeltas([])
+        self._last_ns = time.monotonic_ns()
+
+    def sample(self) -> dict[str, Any] | None:
+        """{"t": seconds since the trace's start, "interval_s", "devices": [...]}, or None
+        when no device did anything (or the backend has no device counters)."""
+        devices = self._deltas.take(self._probe.device_counts())
+        now = time.monotonic_ns()
+        interval_s, self._last_ns = (now - self._last_ns) / 1e9, now
+        if not devices:
+            return None
+        return {
+            "t": round((now - self._start_mono_ns) / 1e9, 6),
+            "interval_s": round(interval_s, 6),
+            "devices": [d.to_json() for d in devices],
+        }
 
 
 class _Progress:
@@ -175,8 +205,9 @@ def _record_process(recording: _Recording, pid: int) -> int:
                 f"mysqlio: recording pid {pid} ({session.process}) to {options.output}, Ctrl-C to stop",
                 file=sys.stderr,
             )
+        devices = _Devices(session, recording.writer.meta.start_mono_ns)
         try:
-            return _loop(recording, session, ring, _Names(session))
+            return _loop(recording, session, ring, _Names(session), devices)
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
@@ -184,7 +215,7 @@ def _record_process(recording: _Recording, pid: int) -> int:
             recording.lost_total = max(recording.lost_total, lost)
 
 
-def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Names) -> int:
+def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Names, devices: _Devices) -> int:
     options, writer = recording.options, recording.writer
     start = recording.started
     pending: list[np.ndarray] = []
@@ -195,7 +226,7 @@ def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Na
         now = time.monotonic()
         done_reason = _done(options, session.pid, start, now, writer, recording.stop)
         if now - last_flush >= FLUSH_S or done_reason:
-            _flush(recording, session, pending, names)
+            _flush(recording, session, pending, names, devices)
             pending = []
             last_flush = now
             recording.progress.show(
@@ -219,8 +250,10 @@ def _done(options: RecordOptions, pid: int, start: float, now: float, writer: Tr
     return ""
 
 
-def _flush(recording: _Recording, session: Session, pending: list[np.ndarray], names: _Names) -> None:
-    """Write what the ring held (and the server samples taken meanwhile) as one batch."""
+def _flush(
+    recording: _Recording, session: Session, pending: list[np.ndarray], names: _Names, devices: _Devices
+) -> None:
+    """Write what the ring held (and the server and device samples taken meanwhile) as one batch."""
     events = np.concatenate(pending)
     # the per-interval aggregates are not used here; drain them so they never
     # fill (this also ages out AIO requests that never completed)
@@ -230,8 +263,9 @@ def _flush(recording: _Recording, session: Session, pending: list[np.ndarray], n
     names.learn(events)
     recording.lost_total = recording.lost_base + lost_events(session.probe.drops().as_dict())
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
-    if len(events) or server:
-        recording.writer.write(events, names.files, names.threads, recording.lost_total, server)
+    device_sample = devices.sample()
+    if len(events) or server or device_sample:
+        recording.writer.write(events, names.files, names.threads, recording.lost_total, server, device_sample)
 
 
 def _exe(pid: int) -> str | None:

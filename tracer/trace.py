@@ -13,14 +13,19 @@ ever appends to a dictionary, so an index means the same string in every
 batch of a trace (the report relies on that, and checks it).
 
 The schema metadata holds a `mysqlio` magic key, the format version and the
-`TraceMeta` as JSON. Each batch's custom metadata carries `lost_total`;
-`close()` appends an empty batch marked `end`, so a reader can tell a trace
-that was closed cleanly from one whose writer died.
+`TraceMeta` as JSON. Each batch's custom metadata carries `lost_total`, and may
+carry the server's counters sampled meanwhile (`server_status`, record --mysql)
+and the block devices' activity since the previous batch (`devices`: one
+sample, `t` seconds since the start when it was read, `interval_s` since the
+previous one, and per device `devices.DeviceActivity.to_json()`); `close()`
+appends an empty batch marked `end`, so a reader can tell a trace that was
+closed cleanly from one whose writer died.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -215,10 +220,13 @@ class TraceWriter:
         threads: Mapping[int, str],
         lost_total: int,
         server_status: list[dict[str, Any]] | None = None,
+        devices: dict[str, Any] | None = None,
     ) -> None:
         """Append one batch: `files` is keyed by (kernel dev, ino) as in the events,
         `threads` maps tid -> name, `server_status` the server's counters sampled
-        meanwhile (--mysql). The batch is on disk (flushed) when this returns."""
+        meanwhile (--mysql), `devices` the block devices' sample since the previous
+        batch ({"t", "interval_s", "devices": [DeviceActivity.to_json(), ...]}).
+        The batch is on disk (flushed) when this returns."""
         if self._closed:
             raise ValueError("trace writer is closed")
         if events.dtype != EVENT_DTYPE:
@@ -227,6 +235,8 @@ class TraceWriter:
         custom = {"lost_total": str(int(lost_total))}
         if server_status:
             custom["server_status"] = json.dumps(server_status)
+        if devices:
+            custom["devices"] = json.dumps(devices)
         self._append(batch, custom)
         self.events_written += len(events)
 
@@ -351,6 +361,8 @@ class TraceReader:
         self.batches_read = 0
         self.gaps: list[dict[str, Any]] = []  # server restarts (record --follow), as read so far
         self.server_status: list[dict[str, Any]] = []  # the server's counters (record --mysql)
+        # block devices, one sample per batch that carried one (see _device_sample), as read so far
+        self.devices: list[dict[str, Any]] = []
         try:
             st = os.stat(path)
         except OSError as exc:
@@ -403,6 +415,11 @@ class TraceReader:
                     status = custom.get(b"server_status")
                     if status is not None:
                         self.server_status.extend(_status_samples(status))
+                    devices = custom.get(b"devices")
+                    if devices is not None:
+                        sample = _device_sample(devices)
+                        if sample is not None:
+                            self.devices.append(sample)
                     gap = custom.get(b"gap")
                     if gap is not None:
                         self.gaps.append(_gap(gap))
@@ -432,6 +449,72 @@ def _status_samples(raw: bytes) -> list[dict[str, Any]]:
     except ValueError:
         return []
     return [s for s in samples if isinstance(s, dict)] if isinstance(samples, list) else []
+
+
+# a device's counters in a sample, and the owners its bytes are split by (devices.OWNER_NAMES)
+_DEVICE_COUNTERS = ("read_bytes", "read_requests", "write_bytes", "write_requests")
+_DEVICE_OWNERS = ("server_files", "server_direct", "filesystem", "other")
+_MAX_COUNT = 1 << 62  # larger is damage, not I/O
+
+
+def _count(value: Any) -> int | None:
+    """A counter of a sample: an int in [0, 2^62), else None (damaged)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT:
+        return value
+    return None
+
+
+def _small_number(text: str, limit: int) -> bool:
+    return 0 < len(text) <= 8 and text.isascii() and text.isdigit() and int(text) < limit
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return float(value)
+    return None
+
+
+def _device(obj: Any) -> dict[str, Any] | None:
+    """One device of a sample, checked; None when damaged."""
+    if not isinstance(obj, dict):
+        return None
+    name, dev = obj.get("name"), obj.get("dev")
+    if not isinstance(name, str) or not name or not isinstance(dev, str):
+        return None
+    major, sep, minor = dev.partition(":")
+    if not (sep and _small_number(major, 1 << 12) and _small_number(minor, 1 << 20)):
+        return None
+    out: dict[str, Any] = {"dev": f"{int(major)}:{int(minor)}", "name": name}
+    for key in _DEVICE_COUNTERS:
+        value = _count(obj.get(key))
+        if value is None:
+            return None
+        out[key] = value
+    for key in ("write_by", "read_by"):
+        split = obj.get(key)
+        if not isinstance(split, dict):
+            return None
+        checked = {owner: _count(split.get(owner, 0)) for owner in _DEVICE_OWNERS}
+        if any(v is None for v in checked.values()):
+            return None
+        out[key] = checked
+    return out
+
+
+def _device_sample(raw: bytes) -> dict[str, Any] | None:
+    """A batch's block-device sample: {"t", "interval_s", "devices"}; damaged devices
+    are dropped, a damaged sample is None, never raised."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):  # also bad UTF-8
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("devices"), list):
+        return None
+    t, interval = _seconds(obj.get("t")), _seconds(obj.get("interval_s"))
+    if t is None or interval is None:
+        return None
+    devices = [d for d in (_device(x) for x in obj["devices"]) if d is not None]
+    return {"t": t, "interval_s": interval, "devices": devices}
 
 
 def _gap(raw: bytes) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Offline report of a recorded trace: totals per file / kind / table / thread,
-latency percentiles, the busiest seconds, and an optional per-second table.
+latency percentiles, the page cache (dirtied, written back and why), the block
+devices, the busiest seconds, and an optional per-second table.
 
 Everything is computed batch by batch with vectorised group-bys (numpy
 bincount over dictionary indices), never per event in Python. Memory is
@@ -12,6 +13,7 @@ The trace is read through `trace_events` (batches to numpy arrays, filters) and
 counted with `trace_counts`, as `plot` and the burst detector read it. The modules:
 - `build`: `build_report()`, one pass over the trace, produces a `Report`;
 - `groups`: each event's group (file, kind, table, thread) and per-group totals;
+- `devices`: the block devices' samples `record` stored per batch, summed per device;
 - `model`: the `Report` and its rows, plain data;
 - `to_json`: `report_json()`, the report as JSON (`--json`);
 - `text`: rich renderables of the report and `print_report()`;

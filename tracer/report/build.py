@@ -14,6 +14,7 @@ from ..model import COUNTER_FIELDS, GROUPS
 from ..trace import TraceReader
 from ..trace_counts import Grow, SecondRows, SecondSeries, count
 from ..trace_events import Decoder, Events
+from .devices import device_samples, device_totals
 from .groups import GroupAgg, GroupKeys, busiest_key
 from .model import BusySecond, Report, Stats
 
@@ -140,4 +141,6 @@ def build_report(
         bursts=detect(burst_series.series(dec)) if burst_series is not None else None,
         gaps=list(reader.gaps),
         server_status=list(reader.server_status),
+        devices=device_totals(reader.devices, filters),
+        device_samples=len(device_samples(reader.devices, filters)),
     )

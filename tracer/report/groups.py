@@ -15,6 +15,8 @@ from ..trace_counts import Grow, count, dense_unique, latency_class
 from ..trace_events import Decoder, Events
 from .model import GroupRow, Stats
 
+KERNEL_TID = 0  # session.KERNEL_TID: page-cache writeback of no thread of the server
+
 # op codes from here on are the page cache's (abi.Op.DIRTY, WRITEBACK)
 _FIRST_PAGE_CACHE_OP = min(int(op) for op in PAGE_CACHE_OPS)
 
@@ -182,7 +184,10 @@ class GroupKeys:
         if self.group == "table":
             return GroupRow(label=self.keys[g], kind=kind, stats=stats, table=table)
         name = dec.threads.values[attr["thread"]] if attr["thread"] >= 0 else "?"
-        return GroupRow(label=f"{name} [{self.keys[g]}]", kind="thread", stats=stats, tid=self.keys[g], thread=name)
+        tid = self.keys[g]
+        # tid 0: writeback the kernel did on its own, named "[kernel]" by the recorder
+        label = name if tid == KERNEL_TID else f"{name} [{tid}]"
+        return GroupRow(label=label, kind="thread", stats=stats, tid=tid, thread=name)
 
     def rows(self, agg: GroupAgg) -> list[GroupRow]:
         rows = []

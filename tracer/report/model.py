@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..bursts.train import Train
+from ..devices import DeviceActivity
 from ..events import API_NAMES
 from ..filters import Filters
 from ..latency import CLASSES
@@ -103,3 +104,6 @@ class Report:
     bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
     gaps: list[dict[str, Any]] = field(default_factory=list)  # server restarts (record --follow)
     server_status: list[dict[str, Any]] = field(default_factory=list)  # record --mysql samples
+    # block devices over the report's time range (record's per-batch samples, summed)
+    devices: list[DeviceActivity] = field(default_factory=list)
+    device_samples: int = 0  # samples of the trace in that range

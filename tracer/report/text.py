@@ -11,7 +11,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..bursts.render import render_trains
+from ..devices import DeviceActivity
 from ..latency import ACCURACY_NOTE
+from ..model import WRITEBACK_CAUSES
 from ..units import human_bytes, human_duration_ns, printable, shorten, utc_time
 from .model import GroupRow, Report, Stats
 from .timeline import LatencyTimeline
@@ -40,6 +42,9 @@ _COLUMNS: list[tuple[str, int, int, Any]] = [
     ("wops", 8, 1, lambda s: human_count(s.write_ops)),
     ("avg wr", 8, 4, lambda s: human_bytes(s.write_bytes / s.write_ops) if s.write_ops else "-"),
     ("syncs", 7, 2, lambda s: human_count(s.sync_ops)),
+    # the page cache (traces that have it): bytes gone clean -> dirty, written back to the device
+    ("dirtied", 9, 5, lambda s: human_bytes(s.dirtied_bytes)),
+    ("wback", 9, 4, lambda s: human_bytes(s.writeback_bytes)),
     ("wr p50", 7, 6, lambda s: _lat(s, "write", "p50")),
     ("wr p99", 7, 3, lambda s: _lat(s, "write", "p99")),
     ("wr max", 7, 8, lambda s: _lat(s, "write", "max")),
@@ -52,6 +57,16 @@ _COLUMNS: list[tuple[str, int, int, Any]] = [
 ]
 KIND_WIDTH = 12
 MIN_NAME = 24
+PAGE_CACHE_COLUMNS = frozenset({"dirtied", "wback"})
+
+
+def has_page_cache(r: Report) -> bool:
+    """Whether the report has page-cache bytes (traces without them keep their columns)."""
+    return bool(r.total.dirtied_bytes or r.total.writeback_bytes)
+
+
+def _columns(columns: list[tuple[str, int, int, Any]], page_cache: bool) -> list[tuple[str, int, int, Any]]:
+    return columns if page_cache else [c for c in columns if c[0] not in PAGE_CACHE_COLUMNS]
 
 
 def _fit(
@@ -87,19 +102,26 @@ def _label_width(labels: list[str]) -> int:
 
 
 def render_rows(
-    rows: list[GroupRow], group: str, width: int, datadir: str | None = None, total: Stats | None = None
+    rows: list[GroupRow],
+    group: str,
+    width: int,
+    datadir: str | None = None,
+    total: Stats | None = None,
+    page_cache: bool = False,
 ) -> Table:
     """A summary table (one line per group) that fits `width` columns: files get
-    their kind first and the path last (widest); other groups their name first."""
+    their kind first and the path last (widest); other groups their name first.
+    `page_cache`: with the dirtied and written-back columns, where they fit."""
     table = _new_table()
+    all_columns = _columns(_COLUMNS, page_cache)
     if group == "file":
-        columns = _fit(_COLUMNS, width, KIND_WIDTH + 1)
+        columns = _fit(all_columns, width, KIND_WIDTH + 1)
         table.add_column("kind", no_wrap=True, width=KIND_WIDTH)
         name_width = max(10, width - KIND_WIDTH - 1 - sum(c[1] + 1 for c in columns) - 1)
     else:
         labels = [printable(r.label) for r in rows] + (["total"] if total is not None else [])
         name_width = _label_width(labels)
-        columns = _fit(_COLUMNS, width, name_width + 1, reserve=0)
+        columns = _fit(all_columns, width, name_width + 1, reserve=0)
         table.add_column(group, no_wrap=True, width=name_width)
     for name, col_width, _, _ in columns:
         table.add_column(name, justify="right", no_wrap=True, width=col_width)
@@ -198,12 +220,22 @@ def render_report(r: Report, width: int, limit: int = 0) -> Group:
     if not r.rows:
         parts.append(Text("no events" + (" match the filters" if r.filters.active() else " in this trace")))
         return Group(*parts)
+    page_cache = has_page_cache(r)
     if r.group != "kind":
-        parts += [_heading(f"Per {r.group}"), render_rows(rows, r.group, width, r.meta.datadir)]
+        parts += [_heading(f"Per {r.group}"), render_rows(rows, r.group, width, r.meta.datadir, page_cache=page_cache)]
         if len(rows) < len(r.rows):
             parts.append(Text(f"… {len(r.rows) - len(rows)} more (--limit 0 shows all)", style="dim"))
         parts.append(Text(""))
-    parts += [_heading("Per kind"), render_rows(r.kinds, "kind", width, total=r.total)]
+    parts += [_heading("Per kind"), render_rows(r.kinds, "kind", width, total=r.total, page_cache=page_cache)]
+    if page_cache:
+        cached = [row for row in rows if row.stats.dirtied_bytes or row.stats.writeback_bytes]
+        parts += [
+            Text(""),
+            _heading(f"Page cache per {r.group}: bytes dirtied, written back to the device, and why"),
+            render_page_cache(cached, r.group, width, r.meta.datadir),
+        ]
+    if r.devices:
+        parts += [Text(""), _heading(_devices_heading(r)), render_devices(r.devices, width)]
     if r.busiest:
         parts += [Text(""), _heading("Busiest seconds (by bytes written)"), render_busiest(r, width)]
     if r.bursts:
@@ -211,6 +243,101 @@ def render_report(r: Report, width: int, limit: int = 0) -> Group:
     if r.server_status:
         parts += [Text(""), _heading("Server counters (record --mysql): peaks"), render_status_peaks(r)]
     return Group(*parts)
+
+
+# how the page-cache table names what made the kernel write a file's pages back
+CAUSE_LABELS = {
+    "fsync": "fsync",
+    "fdatasync": "fdatasync",
+    "sync_file_range": "sync_file_range",
+    "msync": "msync",
+    "write": "O_SYNC write",
+    "server_other": "server other",
+    "flusher_periodic": "flusher periodic",
+    "flusher_background": "flusher background",
+    "memory": "memory",
+    "sync": "sync",
+    "other": "other",
+}
+assert set(CAUSE_LABELS) == set(WRITEBACK_CAUSES)
+CAUSES_NOTE = (
+    "by the server's syncs and O_SYNC writes (server other: its other requests), the kernel's flusher: periodic "
+    "(dirty_expire) or background (dirty_background), memory: reclaim, sync: sync(2) or syncfs"
+)
+
+
+def _causes(stats: Stats) -> str:
+    """The causes of a group's written-back bytes, largest first: "fsync 1.0MiB, msync 8.0KiB"."""
+    seen = sorted(
+        ((n, cause) for cause, n in stats.writeback_by.items() if n and cause in CAUSE_LABELS),
+        key=lambda x: (-x[0], WRITEBACK_CAUSES.index(x[1])),
+    )
+    return ", ".join(f"{CAUSE_LABELS[cause]} {human_bytes(n)}" for n, cause in seen)
+
+
+def render_page_cache(rows: list[GroupRow], group: str, width: int, datadir: str | None = None) -> Group:
+    """One line per group with page-cache bytes: dirtied, written back, and the causes
+    of the writeback that are not zero (wrapped in their column), the path last."""
+    table = _new_table()
+    numbers = [("dirtied", lambda s: human_bytes(s.dirtied_bytes)), ("wback", lambda s: human_bytes(s.writeback_bytes))]
+    if group == "file":
+        fixed = KIND_WIDTH + 1 + 20
+        causes_width = min(48, max(16, width - fixed - MIN_NAME - 2))
+        name_width = max(10, width - fixed - causes_width - 2)
+        table.add_column("kind", no_wrap=True, width=KIND_WIDTH)
+    else:
+        name_width = _label_width([printable(r.label) for r in rows])
+        causes_width = max(16, width - name_width - 1 - 20 - 1)
+        table.add_column(group, no_wrap=True, width=name_width)
+    for title, _ in numbers:
+        table.add_column(title, justify="right", no_wrap=True, width=9)
+    table.add_column("written back by", width=causes_width, overflow="fold")
+    if group == "file":
+        table.add_column("path", no_wrap=True, width=name_width)
+    for row in rows:
+        cells = [Text(cell(row.stats)) for _, cell in numbers] + [Text(_causes(row.stats) or "-")]
+        label = Text(_label(row, group, datadir, name_width))
+        table.add_row(*([Text(row.kind[:KIND_WIDTH]), *cells, label] if group == "file" else [label, *cells]))
+    return Group(table, Text(CAUSES_NOTE, style="dim"))
+
+
+# (title, width, priority, cell) of the block-device table
+_DEVICE_COLUMNS: list[tuple[str, int, int, Any]] = [
+    ("written", 9, 0, lambda d: human_bytes(d.write_bytes)),
+    ("wreqs", 8, 5, lambda d: human_count(d.write_requests)),
+    ("read", 9, 6, lambda d: human_bytes(d.read_bytes)),
+    ("rreqs", 8, 8, lambda d: human_count(d.read_requests)),
+    ("srv files", 9, 2, lambda d: human_bytes(d.write_by.get("server_files", 0))),
+    ("srv direct", 10, 4, lambda d: human_bytes(d.write_by.get("server_direct", 0))),
+    ("filesystem", 10, 3, lambda d: human_bytes(d.write_by.get("filesystem", 0))),
+    ("other", 9, 7, lambda d: human_bytes(d.write_by.get("other", 0))),
+    ("w ampl", 6, 1, lambda d: "-" if d.write_amplification is None else f"{d.write_amplification:.2f}x"),
+]
+DEVICES_NOTE = (
+    "as the devices completed them; writes by owner: srv files (the server's pages written back), srv direct "
+    "(its O_DIRECT writes), filesystem (journal, metadata), other; w ampl: device bytes written per server byte"
+)
+
+
+def _devices_heading(r: Report) -> str:
+    heading = f"Block devices ({human_count(r.device_samples)} samples"
+    if r.filters.kinds or r.filters.match:
+        heading += "; whole devices: --kind and --match do not apply"
+    return heading + ")"
+
+
+def render_devices(devices: list[DeviceActivity], width: int) -> Group:
+    """One line per block device: bytes and requests both ways, the writes by owner, and
+    the write amplification, in the columns that fit."""
+    name_width = min(16, max([len(printable(d.name)) for d in devices] + [6]))
+    columns = _fit(_DEVICE_COLUMNS, width, name_width + 1, reserve=0)
+    table = _new_table()
+    table.add_column("device", no_wrap=True, width=name_width)
+    for title, col_width, _, _ in columns:
+        table.add_column(title, justify="right", no_wrap=True, width=col_width)
+    for d in devices:
+        table.add_row(Text(printable(d.name)[:name_width]), *[Text(cell(d)) for _, _, _, cell in columns])
+    return Group(table, Text(DEVICES_NOTE, style="dim"))
 
 
 # (label, "gauges" | "rates", field, format) of the peaks shown from record --mysql samples
@@ -280,6 +407,8 @@ _SECOND_COLUMNS: list[tuple[str, int, int, Any]] = [
     ("written", 9, 0, lambda s: human_bytes(s.write_bytes)),
     ("wops", 8, 1, lambda s: human_count(s.write_ops)),
     ("syncs", 7, 2, lambda s: human_count(s.sync_ops)),
+    ("dirtied", 9, 4, lambda s: human_bytes(s.dirtied_bytes)),
+    ("wback", 9, 3, lambda s: human_bytes(s.writeback_bytes)),
     ("read", 9, 3, lambda s: human_bytes(s.read_bytes)),
     ("rops", 8, 4, lambda s: human_count(s.read_ops)),
     ("err", 5, 3, lambda s: human_count(s.errors)),
@@ -292,7 +421,7 @@ def render_per_second(r: Report, width: int) -> Table:
     labels = [printable(row.label) for _, rows in r.per_second or [] for row in rows]
     label_width = 0 if file_group else _label_width(labels)
     fixed = 7 + (KIND_WIDTH + 1 if file_group else label_width + 1)
-    columns = _fit(_SECOND_COLUMNS, width, fixed, reserve=MIN_NAME if file_group else 0)
+    columns = _fit(_columns(_SECOND_COLUMNS, has_page_cache(r)), width, fixed, reserve=MIN_NAME if file_group else 0)
     table = _new_table()
     table.add_column("t (s)", justify="right", no_wrap=True, width=6)
     table.add_column("kind" if file_group else r.group, no_wrap=True, width=KIND_WIDTH if file_group else label_width)

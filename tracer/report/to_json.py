@@ -28,6 +28,9 @@ def report_json(r: Report) -> dict[str, Any]:
         "gaps": r.gaps,
         "server_status": r.server_status,
         "totals": r.total.to_json(),
+        # block devices: bytes and requests they completed, writes split by owner
+        "devices": [d.to_json() for d in r.devices],
+        "device_samples": r.device_samples,
     }
     list_key = GROUP_LIST_KEYS[r.group]
     out[list_key] = [row.to_json(r.group) for row in r.rows]

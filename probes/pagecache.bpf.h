@@ -107,27 +107,30 @@ static __always_inline bool remember_server_file(__u32 dev, __u64 ino)
 }
 
 /* Add bytes to a page-cache row (op MIO_DIRTY / MIO_WRITEBACK); record mode
- * streams one event for it. offset: in the file, -1 when unknown. */
-static __noinline void account_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset)
+ * streams one event for it. offset: in the file, -1 when unknown. Returns 1 when
+ * the row was new this interval. */
+static __noinline int account_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset)
 {
 	struct file_op_stats *stats;
 	struct pending_io req = {};
 	__u32 zero = 0;
 	void *active;
+	int created = 0;
 
 	if (!key)
-		return;
+		return 0;
 	active = bpf_map_lookup_elem(&stats_slot, &zero);
 	if (!active)
-		return;
+		return 0;
 	stats = bpf_map_lookup_elem(active, key);
 	if (!stats) {
 		bpf_map_update_elem(active, key, &zero_stats, BPF_NOEXIST);
 		stats = bpf_map_lookup_elem(active, key);
 		if (!stats) {
 			__sync_fetch_and_add(&drops.stats_full, 1);
-			return;
+			return 0;
 		}
+		created = 1;
 	}
 	__sync_fetch_and_add(&stats->ops, 1);
 	__sync_fetch_and_add(&stats->bytes, bytes);
@@ -141,6 +144,7 @@ static __noinline void account_page_cache(const struct file_op_key *key, __u64 b
 		/* ts_ns 0: no latency (the event's time is when it is queued) */
 		emit(&req, key->api, bytes);
 	}
+	return created;
 }
 
 /* ---- dirtying ---- */
@@ -162,7 +166,7 @@ static __always_inline __u64 folio_bytes(struct folio *folio)
 	return PAGE_BYTES;
 }
 
-static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __u64 index)
+static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __s64 offset)
 {
 	struct file_op_key key = {};
 	struct inode *host;
@@ -177,22 +181,23 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 	key.tid = current_tid();
 	key.op = MIO_DIRTY;
 	key.api = MIO_API_KERNEL;
-	remember_server_file(key.dev, key.ino);
-	account_page_cache(&key, bytes, index * PAGE_BYTES);
+	/* once an interval per (file, thread): its writeback, by anyone, is the server's */
+	if (account_page_cache(&key, bytes, offset))
+		remember_server_file(key.dev, key.ino);
 	return 0;
 }
 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapping)
 {
-	return on_dirty(mapping, folio_bytes(folio), BPF_CORE_READ(folio, index));
+	return on_dirty(mapping, folio_bytes(folio), (__s64)BPF_CORE_READ(folio, index) * PAGE_BYTES);
 }
 
 /* before 5.18: the same event on a page (a page-cache page is order 0 there) */
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(handle_dirty_page, struct page *page, struct address_space *mapping)
 {
-	return on_dirty(mapping, PAGE_BYTES, 0);
+	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page));
 }
 
 /* ---- why the kernel writes back ---- */

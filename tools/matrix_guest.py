@@ -88,6 +88,7 @@ from mysqlio.devtools.traced import (
     read_json_line,
     start_top,
 )
+from mysqlio.probe import DEVICE_ONLY_DROPS
 
 REPO = Path(__file__).resolve().parent.parent
 IOGEN = REPO / "tools" / "iogen"
@@ -450,7 +451,14 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             m = scrape_after(t.port, done)
             t.got = exported_files(m, workdir)
             t.want = iogen_files(expected, workdir)
-            t.lost = {"lost_events": m.value("mysqlio_lost_events_total"), "drops": m.total("mysqlio_drops_total")}
+            device_only = sum(m.total("mysqlio_drops_total", reason=r) for r in DEVICE_ONLY_DROPS)
+            t.lost = {
+                "lost_events": m.value("mysqlio_lost_events_total"),
+                "drops": m.total("mysqlio_drops_total") - device_only,
+            }
+            t.extra["drops_by_reason"] = {
+                lab.get("reason", "?"): v for lab, v in m.samples.get("mysqlio_drops_total", []) if v
+            }
             rc = t.stop(signal.SIGTERM)
             if rc != 0:
                 t.fail("error", f"exporter exited {rc}")

@@ -128,11 +128,14 @@ class Drops:
 
 # Counters that lose a request's latency but not its bytes: not "lost events".
 LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
+# Counters of the block devices' own view (a device request or row not seen): every request
+# and page-cache byte of the server is still counted. Shown apart, not "lost events".
+DEVICE_ONLY_DROPS = frozenset({"skipped_device_runs", "dev_full"})
 
 
 def lost_events(drops: dict[str, int]) -> int:
-    """Requests whose bytes or event were lost, from a drops dict."""
-    return sum(v for k, v in drops.items() if k not in LATENCY_ONLY_DROPS)
+    """Requests (or page-cache bytes) whose bytes or event were lost, from a drops dict."""
+    return sum(v for k, v in drops.items() if k not in LATENCY_ONLY_DROPS | DEVICE_ONLY_DROPS)
 
 
 class EventReader(Protocol):

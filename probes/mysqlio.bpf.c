@@ -712,6 +712,16 @@ static __always_inline bool is_io_syscall(long nr)
 	return nr == NR_io_submit || nr == NR_io_getevents || nr == NR_io_pgetevents || syscall_op(nr) >= 0;
 }
 
+/* The call starts now: kept in the thread's in-flight slot until its exit. */
+static __always_inline int begin_call(struct inflight *call)
+{
+	call->active = 1;
+	call->req.ts_ns = bpf_ktime_get_ns();
+	if (inflight_put(call))
+		__sync_fetch_and_add(&drops.inflight_full, 1);
+	return 0;
+}
+
 /* A traced syscall starts: remember what it acts on until its exit. */
 static __always_inline int on_sys_enter(const struct syscall_args *a)
 {
@@ -740,11 +750,7 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 		call.req.offset = targ_record ? syscall_offset(a, ref.file) : -1;
 		call.req.tid = current_tid();
 	}
-	call.active = 1;
-	call.req.ts_ns = bpf_ktime_get_ns();
-	if (inflight_put(&call))
-		__sync_fetch_and_add(&drops.inflight_full, 1);
-	return 0;
+	return begin_call(&call);
 }
 
 /* Two ways to see syscalls; userspace loads one pair.
@@ -829,11 +835,7 @@ static __always_inline int on_msync_enter(struct file *file)
 	call.req.op = MIO_MSYNC;
 	call.req.offset = -1;
 	call.req.tid = current_tid();
-	call.active = 1;
-	call.req.ts_ns = bpf_ktime_get_ns();
-	if (inflight_put(&call))
-		__sync_fetch_and_add(&drops.inflight_full, 1);
-	return 0;
+	return begin_call(&call);
 }
 
 struct vma_file_ctx {

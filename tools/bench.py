@@ -498,16 +498,16 @@ def _kernel_cost(suite: Suite, pid: int, bench: object, run_s: int, tmp: str) ->
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
-def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: str) -> None:
-    # floor: the same tracepoints with only the pid filter, to separate the cost
-    # of enabling syscall tracepoints from the cost of our accounting; "-raw": on
-    # the raw sys_enter/sys_exit every syscall runs, the fallback hook
-    variants = ["none", "floor", "floor-raw", "top", "top-raw", "record", "strace", "bpftrace"]
+def interleaved_tps(
+    pid: int, bench: object, run_s: int, rounds: int, tmp: str, variants: Sequence[str], seed: int
+) -> dict[str, list[float]]:
+    """sysbench's TPS under each tracer variant, `rounds` rounds, each round running every
+    variant once in a new order (A/B interleaved: the machine's drift hits all alike)."""
     tps: dict[str, list[float]] = {v: [] for v in variants}
     order = list(variants)
-    rng = random.Random(7)
+    rng = random.Random(seed)
     for _ in range(rounds):
-        rng.shuffle(order)  # interleaved, in a new order each round
+        rng.shuffle(order)
         for name in order:
             tracer = Tracer(name, pid, tmp)
             tracer.start()
@@ -516,6 +516,15 @@ def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: st
                 tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))  # type: ignore[attr-defined]
             finally:
                 tracer.stop()
+    return tps
+
+
+def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: str) -> None:
+    # floor: the same tracepoints with only the pid filter, to separate the cost
+    # of enabling syscall tracepoints from the cost of our accounting; "-raw": on
+    # the raw sys_enter/sys_exit every syscall runs, the fallback hook
+    variants = ["none", "floor", "floor-raw", "top", "top-raw", "record", "strace", "bpftrace"]
+    tps = interleaved_tps(pid, bench, run_s, rounds, tmp, variants, seed=7)
     for name in variants:
         paired = [] if name == "none" else [t / n for t, n in zip(tps[name], tps["none"], strict=True)]
         suite.add(

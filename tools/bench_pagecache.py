@@ -14,11 +14,10 @@ Called by tools/bench.py (scenario "pagecache").
 
 from __future__ import annotations
 
-import random
 import subprocess
 import tempfile
 
-from bench import Result, Suite, Tracer, _sysbench_tps, bpf_prog_stats
+from bench import Result, Suite, Tracer, bpf_prog_stats, interleaved_tps
 
 from mysqlio.devtools.loop_disk import loop_ext4
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
@@ -84,19 +83,7 @@ def _kernel_cost(suite: Suite, pid: int, bench: Sysbench, run_s: int, tmp: str) 
 
 
 def _tps(suite: Suite, pid: int, bench: Sysbench, run_s: int, rounds: int, tmp: str) -> None:
-    tps: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    order = list(VARIANTS)
-    rng = random.Random(17)
-    for _ in range(rounds):
-        rng.shuffle(order)  # interleaved, in a new order each round
-        for name in order:
-            tracer = Tracer(name, pid, tmp)
-            tracer.start()
-            try:
-                bench.start(run_s)
-                tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))
-            finally:
-                tracer.stop()
+    tps = interleaved_tps(pid, bench, run_s, rounds, tmp, VARIANTS, seed=17)
     for name in VARIANTS:
         paired = [] if name == "none" else [t / n for t, n in zip(tps[name], tps["none"], strict=True)]
         suite.add(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -393,14 +392,14 @@ def test_version_cache_follows_the_file(tmp_path: Path) -> None:
     assert binary_version(str(tmp_path / "missing")) is None
 
 
-def test_version_of_installed_mariadbd_is_fast() -> None:
+def test_version_of_installed_mariadbd() -> None:
+    """The version from the binary's strings. (How long the scan takes is a benchmark
+    figure, `make bench`'s startup scenario, not a timed test: it failed a CI run on a
+    busy machine.)"""
     exe = "/usr/sbin/mariadbd"
     layout_mod._version_cache.clear()
-    start = time.perf_counter()
     version = binary_version(exe)
-    elapsed = time.perf_counter() - start
     assert version is not None and version.endswith("-MariaDB")
-    assert elapsed < 0.3, f"version scan of {os.path.getsize(exe)} bytes took {elapsed:.3f}s"
 
 
 @pytest.mark.mariadb

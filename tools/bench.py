@@ -525,17 +525,14 @@ def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: st
     # the raw sys_enter/sys_exit every syscall runs, the fallback hook
     variants = ["none", "floor", "floor-raw", "top", "top-raw", "record", "strace", "bpftrace"]
     tps = interleaved_tps(pid, bench, run_s, rounds, tmp, variants, seed=7)
-    for name in variants:
-        paired = [] if name == "none" else [t / n for t, n in zip(tps[name], tps["none"], strict=True)]
-        suite.add(
-            Result(
-                f"sysbench oltp_write_only under {name}",
-                "TPS",
-                tps[name],
-                note=f"{rounds} rounds of {run_s} s",
-                paired_ratios=paired,
-            )
-        )
+    add_tps_results(suite, tps, "sysbench oltp_write_only under", f"{rounds} rounds of {run_s} s")
+
+
+def add_tps_results(suite: Suite, tps: dict[str, list[float]], title: str, note: str) -> None:
+    """One row per variant ("<title> <variant>"), each with its per-round ratios to "none"."""
+    for name, values in tps.items():
+        paired = [] if name == "none" else [t / n for t, n in zip(values, tps["none"], strict=True)]
+        suite.add(Result(f"{title} {name}", "TPS", values, note=note, paired_ratios=paired))
 
 
 # ---------------------------------------------------------------- main

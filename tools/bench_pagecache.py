@@ -17,7 +17,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 
-from bench import Result, Suite, Tracer, bpf_prog_stats, interleaved_tps
+from bench import Result, Suite, Tracer, add_tps_results, bpf_prog_stats, interleaved_tps
 
 from mysqlio.devtools.loop_disk import loop_ext4
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
@@ -84,17 +84,12 @@ def _kernel_cost(suite: Suite, pid: int, bench: Sysbench, run_s: int, tmp: str) 
 
 def _tps(suite: Suite, pid: int, bench: Sysbench, run_s: int, rounds: int, tmp: str) -> None:
     tps = interleaved_tps(pid, bench, run_s, rounds, tmp, VARIANTS, seed=17)
-    for name in VARIANTS:
-        paired = [] if name == "none" else [t / n for t, n in zip(tps[name], tps["none"], strict=True)]
-        suite.add(
-            Result(
-                f"page cache on a loop ext4: sysbench oltp_write_only under {name}",
-                "TPS",
-                tps[name],
-                note=f"{rounds} rounds of {run_s} s; innodb_flush_method=fsync",
-                paired_ratios=paired,
-            )
-        )
+    add_tps_results(
+        suite,
+        tps,
+        "page cache on a loop ext4: sysbench oltp_write_only under",
+        f"{rounds} rounds of {run_s} s; innodb_flush_method=fsync",
+    )
     for with_pc in ("top", "record"):
         ratios = [a / b for a, b in zip(tps[with_pc], tps[f"{with_pc}-nopc"], strict=True)]
         suite.add(

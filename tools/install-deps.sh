@@ -9,6 +9,7 @@ set -eu
 # qemu-system-x86, kmod (depmod) and busybox-static: virtme-ng (in .venv) boots Debian's
 # stock kernels under emulation for the kernel matrix (tools/kernels.py, tools/guest.py);
 # e2fsprogs makes the matrix's scratch ext4 inside the guest (tools/matrix_guest.py).
+# prometheus: its promtool checks and unit-tests the shipped rules (contrib/prometheus).
 # udev is deliberately not in the list: in such a guest its coldplug loads every driver and
 # triples the boot time; tools/guest.py does not need it.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
@@ -16,7 +17,7 @@ libaio-dev liburing-dev mariadb-server mariadb-client sysbench
 python3 python3-venv strace tmux bpftrace util-linux
 systemtap linux-headers-$(dpkg --print-architecture)
 qemu-system-x86 kmod busybox-static
-debootstrap"
+debootstrap prometheus"
 
 missing=""
 for pkg in $PACKAGES; do

@@ -257,6 +257,24 @@ def test_relay_log_names(tmp_path: Path) -> None:
     assert lay(tmp_path, version=MYSQL8).relay_log_basename is None  # <hostname>-relay-bin
 
 
+def test_replication_info_file_names(tmp_path: Path) -> None:
+    got = lay(tmp_path, "--master-info-file=repl/src.info", "--relay_log_info_file", "/ri/applier.state")
+    assert (got.master_info_file, got.relay_log_info_file) == (f"{D}/repl/src.info", "/ri/applier.state")
+    classifier = Classifier(got)
+    assert classifier.kind(f"{D}/repl/src.info") == "replication_info"
+    assert classifier.kind(f"{D}/repl/src-chan1.info") == "replication_info"  # a named connection's
+    assert classifier.kind("/ri/applier.state") == "replication_info"
+    assert classifier.kind("/ri/applier-chan1.state") == "replication_info"
+    assert classifier.kind(f"{D}/repl/other.info") == "other"
+    default = lay(tmp_path)  # the defaults are left to the basename rules
+    assert (default.master_info_file, default.relay_log_info_file) == (None, None)
+    assert (
+        Classifier(default).kind(f"{D}/master.info")
+        == Classifier(default).kind(f"{D}/relay-log.info")
+        == ("replication_info")
+    )
+
+
 def test_log_file_names(tmp_path: Path) -> None:
     got = lay(tmp_path, "--log-error=errfile", "--slow-query-log-file=slow.log", "--general_log_file=/g/all")
     assert got.log_error == f"{D}/errfile.err"  # the server adds .err

@@ -4,10 +4,10 @@
 Percona and MariaDB 10.x / 11.x (docs/architecture.md). `Classifier(layout)`
 first applies the server's own layout (`mysqlio.layout.ServerLayout`): the
 configured error / slow / general log, binlog and relay-log basenames and
-indexes, InnoDB data and temp files, the Percona doublewrite file; then the
-basename rules; a file still unknown that sits directly in a tmpdir is "tmp".
-The InnoDB directories add no rule: InnoDB's names in them are fixed and the
-basename rules know them.
+indexes, master_info_file and relay_log_info_file, InnoDB data and temp files,
+the Percona doublewrite file; then the basename rules; a file still unknown that
+sits directly in a tmpdir is "tmp". The InnoDB directories add no rule: InnoDB's
+names in them are fixed and the basename rules know them.
 
 Kinds (KINDS): redo, doublewrite, system, undo, temp, alter, table, binlog,
 binlog_index (also its companions while binlogs are purged or the index is
@@ -145,9 +145,15 @@ class Classifier:
                 ("relay_log", re.compile(rf"{base}(-[^/]+)?\.\d{{6,}}")),
                 ("relay_index", re.compile(rf"{base}(-[^/]+)?\.index")),
             ]
-        if lay.relay_log_index:
-            stem, ext = os.path.splitext(lay.relay_log_index)
-            self._rules.append(("relay_index", re.compile(rf"{re.escape(stem)}(-[^/]+)?{re.escape(ext)}")))
+        # a named connection's files insert -<name> before the extension (MariaDB multi-source)
+        for name, kind in (
+            (lay.relay_log_index, "relay_index"),
+            (lay.master_info_file, "replication_info"),
+            (lay.relay_log_info_file, "replication_info"),
+        ):
+            if name:
+                stem, ext = os.path.splitext(name)
+                self._rules.append((kind, re.compile(rf"{re.escape(stem)}(-[^/]+)?{re.escape(ext)}")))
         self._tmpdirs = {d for d in lay.tmpdir if d not in ("/", lay.datadir)}
 
     def kind(self, path: str) -> str:

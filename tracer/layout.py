@@ -46,6 +46,8 @@ class ServerLayout:
     log_bin_index: str | None = None
     relay_log_basename: str | None = None  # relay logs <basename>[-channel].NNNNNN
     relay_log_index: str | None = None  # channel indexes insert -channel before the extension
+    master_info_file: str | None = None  # as configured (default master.info); -channel before the extension
+    relay_log_info_file: str | None = None  # as configured (default relay-log.info); the same
     log_error: str | None = None
     slow_log: str | None = None
     general_log: str | None = None
@@ -173,6 +175,8 @@ def _build(
         if relay_index
         else lay.relay_log_basename and lay.relay_log_basename + ".index"
     )
+    lay.master_info_file = path(val("master_info_file"))
+    lay.relay_log_info_file = path(val("relay_log_info_file"))
     error = val("log_error")
     lay.log_error = path(_with_ext(error, ".err")) if error else None
     lay.slow_log = path(val("slow_query_log_file"))

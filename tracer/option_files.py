@@ -21,7 +21,8 @@ _ALIASES = {"log_slow_query_file": "slow_query_log_file", "log_slow_queries": "s
 # options that take the next argv word as their value when given without '='
 _NEEDS_ARG = {
     "datadir", "basedir", "tmpdir", "pid_file", "log_basename", "log_bin_index", "relay_log",
-    "relay_log_index", "general_log_file", "slow_query_log_file", "log_tc", "innodb_tmpdir",
+    "relay_log_index", "master_info_file", "relay_log_info_file", "general_log_file", "slow_query_log_file",
+    "log_tc", "innodb_tmpdir",
     "innodb_data_file_path", "innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory",
     "innodb_temp_data_file_path", "innodb_doublewrite_dir", "innodb_parallel_doublewrite_path",
     "defaults_file", "defaults_extra_file", "defaults_group_suffix",

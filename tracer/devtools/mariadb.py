@@ -1,7 +1,8 @@
 """Throwaway MariaDB server for tests and the demo.
 
 `MariaDB` bootstraps a private server in one temporary base directory and talks
-to it over a Unix socket only; `Sysbench` drives load against it.  Only the
+to it over a Unix socket (TCP on 127.0.0.1 only when `MariaDBOptions.port` is set,
+for replication: devtools/replication.py); `Sysbench` drives load against it.  Only the
 standard library is used: SQL goes through the `mariadb` command-line client.
 
 Layout of the base directory (all absolute paths)::
@@ -34,6 +35,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -71,7 +73,16 @@ class MariaDBOptions:
     performance_schema: bool = True
     buffer_pool_mb: int = 128
     redo_log_mb: int = 96
+    server_id: int = 1  # distinct per server of a replication pair (devtools/replication.py)
+    port: int | None = None  # also listen on 127.0.0.1:port (TCP); None: the Unix socket only
     extra: dict[str, str] = field(default_factory=dict)  # more [mariadbd] options
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _unescape(value: str) -> str:
@@ -99,7 +110,7 @@ def _backend_options(backend: str) -> dict[str, str]:
 
 
 class MariaDB:
-    """A private mariadbd in a temp dir, reachable only via its Unix socket.
+    """A private mariadbd in a temp dir, reachable via its Unix socket (and 127.0.0.1:port if set).
 
     Use as a context manager (`with MariaDB(opts) as db:`) or call start()/stop().
     start() cleans up after itself when it fails; stop() is idempotent.
@@ -238,13 +249,16 @@ class MariaDB:
             "log_error": self.error_log,
             "tmpdir": self.tmpdir,
             "user": self.USER,
-            "skip_networking": "",
             "skip_name_resolve": "",
-            "server_id": "1",
+            "server_id": str(opts.server_id),
             "performance_schema": "ON" if opts.performance_schema else "OFF",
             "innodb_buffer_pool_size": f"{opts.buffer_pool_mb}M",
             "innodb_log_file_size": f"{opts.redo_log_mb}M",
         }
+        if opts.port is None:
+            settings["skip_networking"] = ""
+        else:  # loopback only: a replica's I/O thread connects over TCP
+            settings.update({"port": str(opts.port), "bind_address": "127.0.0.1"})
         if opts.log_bin:
             settings["log_bin"] = os.path.join(self.datadir, "mysql-bin")
             settings["sync_binlog"] = str(opts.sync_binlog)
@@ -345,6 +359,16 @@ class MariaDB:
         if res.returncode != 0:
             raise RuntimeError(f"SQL failed: {statement!r}: {res.stderr.strip()}")
         return _parse_batch(res.stdout)
+
+    def sql_named(self, statement: str) -> list[dict[str, str]]:
+        """Run one SQL statement; return its rows as {column name: value} (SHOW SLAVE STATUS)."""
+        if not self.socket:
+            raise RuntimeError("MariaDB sandbox not started")
+        res = self._client(["-B", "-e", statement], timeout_s=self.CLIENT_TIMEOUT_S)
+        if res.returncode != 0:
+            raise RuntimeError(f"SQL failed: {statement!r}: {res.stderr.strip()}")
+        header, *rows = _parse_batch(res.stdout) or [()]
+        return [dict(zip(header, row, strict=True)) for row in rows]
 
     def _scalar(self, statement: str) -> str:
         """First column of the first row."""

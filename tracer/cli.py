@@ -173,7 +173,13 @@ def _listen(text: str) -> tuple[str, int]:
 
 def _add_service_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     exporter = sub.add_parser("exporter", help="serve per-file and per-kind I/O as Prometheus metrics")
-    exporter.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
+    which = exporter.add_mutually_exclusive_group()
+    which.add_argument("-p", "--pid", type=_pid, help="pid of mysqld (default: the single running mysqld/mariadbd)")
+    which.add_argument(
+        "--all",
+        action="store_true",
+        help="every mysqld / mariadbd of the host, now and later, labelled by server (datadir)",
+    )
     exporter.add_argument(
         "--listen",
         type=_listen,

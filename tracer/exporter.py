@@ -387,7 +387,7 @@ class _StateSink:
         self._stop.wait(max(0.0, timeout_s))
 
 
-def _serve(listen: tuple[str, int], registry: CollectorRegistry) -> tuple[WSGIServer, str]:
+def serve_metrics(listen: tuple[str, int], registry: CollectorRegistry) -> tuple[WSGIServer, str]:
     host, port = listen
     shown = f"[{host}]" if ":" in host else host
     try:
@@ -397,7 +397,7 @@ def _serve(listen: tuple[str, int], registry: CollectorRegistry) -> tuple[WSGISe
     return server, f"http://{shown}:{server.server_port}/metrics"
 
 
-def _trace(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str) -> int:
+def trace_into(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str) -> int:
     """Feed the state from one process until stopped (0) or the process exits (TargetGone)."""
     with open_session(args.backend, pid, stop=stop.event) as session:
         state.attached(pid, session.process, session.layout.datadir, session.layout.version)
@@ -406,17 +406,21 @@ def _trace(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopF
 
 
 def run_exporter(args: argparse.Namespace) -> int:
+    if getattr(args, "all", False):
+        from .exporter_fleet import run_fleet  # every server of the host (exporter --all)
+
+        return run_fleet(args)
     pid, args.backend = choose_target(args.pid, args.backend, mode=args.command)
     state = ExporterState(args.top_files, args.interval, args.backend, args.follow, pid)
     registry = CollectorRegistry(auto_describe=False)  # ours alone: no process / platform collectors
     registry.register(IoCollector(state))
-    server, url = _serve(args.listen, registry)
+    server, url = serve_metrics(args.listen, registry)
     stop = StopFlag()
     stop.install()
 
     def trace_once(traced: int) -> int:
         try:
-            return _trace(traced, args, state, stop, url)
+            return trace_into(traced, args, state, stop, url)
         except TargetGone:
             state.detached()
             raise

@@ -11,7 +11,7 @@ from .backend import BACKENDS
 from .errors import BpfError, UserError
 from .filters import Filters
 from .kinds import KINDS
-from .model import GROUPS
+from .model import GROUPS, SERVER_GROUPS
 from .view import SORT_KEYS
 
 
@@ -79,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         "-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: run until Ctrl-C)"
     )
     top.add_argument(
-        "--group", choices=GROUPS, default="file", help="one row per file (default), kind, table or thread"
+        "--group",
+        choices=GROUPS,
+        default="file",
+        help="one row per file (default), kind, table, thread; or user, connection, query (--mysql)",
     )
     top.add_argument("--sort", choices=list(SORT_KEYS), default="write", help="sort column of the live screen")
     top.add_argument(
@@ -320,6 +323,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     from .record import RecordOptions, run_record
 
     pid = _target(args)
+    status = _status_sampler(args, pid)
     options = RecordOptions(
         pid=pid,
         output=args.output,
@@ -329,7 +333,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
         command="mysqlio " + " ".join(sys.argv[1:]),
         backend=args.backend,
         follow=args.follow,
-        status=_status_sampler(args, pid),
+        status=status,
+        threads=_thread_sampler(args, status),
     )
     return run_record(options)
 
@@ -342,25 +347,57 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args.interval, args.count, _output_mode(args.json, False))
 
 
-def _status_sampler(args: argparse.Namespace, pid: int):  # -> StatusSampler | None
-    """--mysql (implied by any connection option): a connected sampler of the
-    server's counters; bad credentials fail here, before the probes load."""
-    wanted = args.mysql or any(
+def _mysql_wanted(args: argparse.Namespace) -> bool:
+    return bool(args.mysql) or any(
         getattr(args, name)
         for name in ("mysql_socket", "mysql_host", "mysql_port", "mysql_user", "mysql_defaults_file")
     )
-    if not wanted:
+
+
+def _status_sampler(args: argparse.Namespace, pid: int):  # -> StatusSampler | None
+    """--mysql (implied by any connection option): a connected sampler of the
+    server's counters; bad credentials fail here, before the probes load."""
+    if not _mysql_wanted(args):
         return None
     from .mysql_conn import ConnectionOptions, Connector
     from .server_status import StatusSampler
 
-    return StatusSampler.open(Connector.resolve(ConnectionOptions.from_args(args), pid))
+    args.mysql_connector = Connector.resolve(ConnectionOptions.from_args(args), pid)  # asked once
+    return StatusSampler.open(args.mysql_connector)
+
+
+def _thread_sampler(args: argparse.Namespace, status: object):  # -> ThreadSampler | None
+    """With --mysql, the server's view of its threads (performance_schema), for user,
+    connection and query; what it cannot give is said in one line on stderr."""
+    group = getattr(args, "group", "file")
+    if status is None:
+        if group in SERVER_GROUPS:
+            raise UserError(f"--group {group} needs --mysql (and performance_schema=ON on the server)")
+        return None
+    from .server_threads import ThreadSampler
+
+    sampler = ThreadSampler.open(args.mysql_connector)
+    problems = sampler.problems()
+    if problems:
+        what = f"--group {group}" if group in SERVER_GROUPS else "user, connection and query of threads"
+        print(
+            f"mysqlio: {what} needs performance_schema=ON with its thread and statement consumers: "
+            f"{'; '.join(problems)}",
+            file=sys.stderr,
+        )
+    if not sampler.usable:
+        sampler.close()
+        return None
+    return sampler
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
     from .top import TopOptions, run_top
 
+    if args.group in SERVER_GROUPS and not _mysql_wanted(args):
+        raise UserError(f"--group {args.group} needs --mysql (and performance_schema=ON on the server)")
     pid = _target(args)
+    status = _status_sampler(args, pid)
     options = TopOptions(
         pid=pid,
         interval_s=args.interval,
@@ -373,7 +410,8 @@ def _cmd_top(args: argparse.Namespace) -> int:
         latency=args.latency,
         follow=args.follow,
         backend=args.backend,
-        status=_status_sampler(args, pid),
+        status=status,
+        threads=_thread_sampler(args, status),
     )
     return run_top(options)
 
@@ -400,7 +438,10 @@ def _add_trace_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     report = sub.add_parser("report", help="summarise a recorded trace: per file, kind, busiest seconds")
     _add_trace_filters(report)
     report.add_argument(
-        "--group", choices=GROUPS, default="file", help="one row per file (default), kind, table or thread"
+        "--group",
+        choices=GROUPS,
+        default="file",
+        help="one row per file (default), kind, table, thread; or user, connection, query (recorded with --mysql)",
     )
     report.add_argument("--per-second", action="store_true", help="add the per-second table")
     report.add_argument(

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .bursts.live import BurstTracker
-from .model import GROUPS, Interval
+from .model import GROUPS, SERVER_GROUPS, Interval
 from .render import Header, render_screen
 from .units import human_bytes, printable
 from .view import SORT_KEYS, ScreenRow, ScreenState, device_rates
@@ -58,6 +58,8 @@ class LiveScreen:
         self._last: Interval | None = None
         self._live = Live(console=console, screen=True, auto_refresh=False, transient=True)
         self.bursts = BurstTracker()  # periodic bursts of the files shown: the banner
+        # what key g cycles through: user, connection and query only with the server's view (--mysql)
+        self.groups: tuple[str, ...] = tuple(g for g in GROUPS if g not in SERVER_GROUPS)
 
     def __enter__(self) -> LiveScreen:
         self._live.__enter__()
@@ -131,7 +133,8 @@ class LiveScreen:
             self.state.switch_view()
             self._draw()
         elif key == "g":
-            self.state.regroup(GROUPS[(GROUPS.index(self.state.group) + 1) % len(GROUPS)])
+            at = self.groups.index(self.state.group) if self.state.group in self.groups else -1
+            self.state.regroup(self.groups[(at + 1) % len(self.groups)])
 
 
 def render_totals(state: ScreenState, datadir: str | None, page_cache: bool = False) -> Table:

@@ -47,7 +47,9 @@ OP_COUNTERS: dict[Op, tuple[str | None, str | None]] = {
 # page-cache rows: the kernel's work, not a request (no API, not in `apis`)
 PAGE_CACHE_OPS = frozenset({Op.DIRTY, Op.WRITEBACK})
 # what a row of `top` or of a report can stand for
-GROUPS = ("file", "kind", "table", "thread")
+GROUPS = ("file", "kind", "table", "thread", "user", "connection", "query")
+# the groups that need the server's view of its threads (--mysql, performance_schema)
+SERVER_GROUPS = ("user", "connection", "query")
 
 
 def writeback_field(by: By) -> str:
@@ -131,9 +133,14 @@ class ThreadActivity(Counts):
 
     tid: int
     name: str
+    # the server's view of the thread (thread_attribution.ThreadView, --mysql): user, connection, query
+    server: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"tid": self.tid, "name": self.name, **self.counters_json(), "apis": sorted(self.apis)}
+        out = {"tid": self.tid, "name": self.name, **self.counters_json(), "apis": sorted(self.apis)}
+        if self.server is not None:
+            out.update(self.server.to_json())
+        return out
 
 
 @dataclass(kw_only=True)

@@ -6,10 +6,10 @@ import json
 import time
 from typing import Any, TextIO
 
-from .model import FileActivity, Interval
+from .model import Counts, FileActivity, Interval
 from .render import device_line
 from .units import human_bytes, human_duration_ns, human_rate, printable
-from .view import device_rates, main_causes
+from .view import device_rates, group_key, main_causes
 
 TEXT_HEADER = (
     f"{'time':8} {'kind':16} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6} {'err':>4}  path"
@@ -84,6 +84,25 @@ def format_text(interval: Interval, latency: bool = False, page_cache: bool = Fa
             f"{clock:8} devices (what each completed per second; whose bytes: server files, direct I/O, fs, other)"
         )
         lines += [f"{clock:8} {device_line(d)}" for d in devices]
+    return "\n".join(lines) + "\n"
+
+
+def format_groups(interval: Interval, group: str) -> str:
+    """The interval's bytes by user, connection or query (the server's view of each
+    thread, --mysql): one line per group, busiest writer first."""
+    secs = interval.interval_s or 1.0
+    clock = time.strftime("%H:%M:%S", time.localtime(interval.time))
+    groups: dict[str, tuple[str, Counts]] = {}
+    for f in interval.files:
+        for key, label, counts in group_key(f, group):
+            groups.setdefault(key, (label, Counts()))[1].merge(counts)
+    lines = [f"{'time':8} {group:10} {'write/s':>10} {'wops/s':>7} {'read/s':>10} {'rops/s':>7} {'sync/s':>6}  {group}"]
+    for label, c in sorted(groups.values(), key=lambda lc: (-lc[1].write_bytes, -lc[1].read_bytes, lc[0])):
+        lines.append(
+            f"{clock:8} {group:10} {human_bytes(c.write_bytes / secs):>10} {human_rate(c.write_ops / secs):>7} "
+            f"{human_bytes(c.read_bytes / secs):>10} {human_rate(c.read_ops / secs):>7} "
+            f"{human_rate(c.sync_ops / secs):>6}  {printable(label)}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -49,6 +49,7 @@ class RecordOptions:
     backend: str = "bpf"  # "bpf" | "stap", chosen by backend.select_backend()
     follow: bool = False  # when the server exits, wait for it to restart; the trace notes the gap
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql): samples stored in the trace
+    threads: Any = None  # mysqlio.server_threads.ThreadSampler (--mysql): the threads' view, stored too
 
 
 def parse_size(text: str) -> int:
@@ -145,6 +146,7 @@ class _Recording:
     progress: _Progress
     started: float  # monotonic; -d counts from here, across restarts
     status: Any = None  # a server_status.PeriodicSampler (--mysql)
+    threads: Any = None  # a server_status.PeriodicSampler of server_threads.ThreadSampler (--mysql)
     lost_total: int = 0  # events the kernel side could not deliver, all reasons
     lost_base: int = 0  # of those, lost by the probes of processes traced before
 
@@ -171,6 +173,13 @@ def run_record(options: RecordOptions) -> int:
         from .server_status import PeriodicSampler
 
         recording.status = PeriodicSampler(options.status, every_s=1.0)
+    if options.threads is not None:
+        from .live_threads import RATE_HZ
+        from .server_status import PeriodicSampler
+
+        # the samples' times in the events' time base: seconds since the trace's start
+        options.threads.clock = lambda: (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+        recording.threads = PeriodicSampler(options.threads, every_s=1.0 / RATE_HZ, name="mysqlio-threads")
     gone_at = [0.0]  # trace time the traced process was last seen
 
     def trace_once(pid: int) -> int:
@@ -192,6 +201,8 @@ def run_record(options: RecordOptions) -> int:
     finally:
         if recording.status is not None:
             recording.status.close()
+        if recording.threads is not None:
+            recording.threads.close()
         writer.close(lost_total=recording.lost_total, end_wall=time.time())
 
 
@@ -264,8 +275,9 @@ def _flush(
     recording.lost_total = recording.lost_base + lost_events(session.probe.drops().as_dict())
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     device_sample = devices.sample()
-    if len(events) or server or device_sample:
-        recording.writer.write(events, names.files, names.threads, recording.lost_total, server, device_sample)
+    threads = [s.to_json() for s in recording.threads.collect()] if recording.threads is not None else []
+    if len(events) or server or device_sample or threads:
+        recording.writer.write(events, names.files, names.threads, recording.lost_total, server, device_sample, threads)
 
 
 def _exe(pid: int) -> str | None:

@@ -31,6 +31,7 @@ class IntervalSampler:
         self._devices = DeviceDeltas(session.probe.device_counts())
         self._last_time = time.monotonic()
         self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
+        self.threads: Any = None  # a live_threads.LiveThreads (--mysql): user, connection, query of threads
 
     def sample(self) -> Interval:
         session, probe = self._session, self._session.probe
@@ -46,6 +47,8 @@ class IntervalSampler:
         for activity in files:
             # the next request walks the path again: renames stay visible
             probe.forget_name(activity.file)
+        if self.threads is not None:
+            self.threads.label(files, self._last_time, now)
         interval = Interval(
             time=time.time(),
             interval_s=now - self._last_time,

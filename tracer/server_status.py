@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import pymysql
 
@@ -301,19 +301,34 @@ class BackgroundSampler:
         self._sampler.close()
 
 
-class PeriodicSampler:
-    """`StatusSampler` on its own schedule in a worker thread, for loops that must not
-    block at all (record polls its ring buffer every 50 ms): `collect()` returns the
-    samples completed since the previous call, at once. A server that does not answer
-    delays only the worker; its samples then carry the error."""
+S = TypeVar("S")
 
-    def __init__(self, sampler: StatusSampler, every_s: float = 1.0) -> None:
+
+class Sampling(Protocol[S]):
+    """What `PeriodicSampler` runs: `StatusSampler`, `server_threads.ThreadSampler`."""
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    def sample(self) -> S: ...
+
+    def close(self) -> None: ...
+
+
+class PeriodicSampler(Generic[S]):
+    """A sampler (`StatusSampler`, `server_threads.ThreadSampler`) on its own schedule in
+    a worker thread, for loops that must not block at all (record polls its ring buffer
+    every 50 ms; top's thread view samples more often than its interval): `collect()`
+    returns the samples completed since the previous call, at once. A server that does
+    not answer delays only the worker; its samples then carry the error."""
+
+    def __init__(self, sampler: Sampling[S], every_s: float = 1.0, name: str = "mysqlio-status") -> None:
         self._sampler = sampler
         self._every_s = every_s
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._done: list[ServerStatus] = []
-        self._thread = threading.Thread(target=self._work, name="mysqlio-status", daemon=True)
+        self._done: list[S] = []
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
@@ -328,7 +343,7 @@ class PeriodicSampler:
                 deadline += (now - deadline) // self._every_s * self._every_s + self._every_s
             self._stop.wait(deadline - now)
 
-    def collect(self) -> list[ServerStatus]:
+    def collect(self) -> list[S]:
         with self._lock:
             done, self._done = self._done, []
         return done

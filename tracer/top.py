@@ -14,8 +14,8 @@ from .bursts.live import BurstTracker
 from .filters import Filters
 from .follow import trace_following
 from .live import LiveScreen, cbreak, render_totals
-from .model import Interval
-from .output import write_json, write_text
+from .model import GROUPS, SERVER_GROUPS, Interval
+from .output import format_groups, write_json, write_text
 from .sampling import IntervalSampler, StopFlag, run_loop
 from .session import open_session
 from .units import printable
@@ -35,6 +35,7 @@ class TopOptions:
     latency: bool = False  # p50 / p99 / max latency columns
     follow: bool = False  # when the server exits, wait for it to restart and go on
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql), sampled each interval
+    threads: Any = None  # mysqlio.server_threads.ThreadSampler (--mysql): user, connection, query of threads
     backend: str = "bpf"  # "bpf" | "stap", chosen by backend.select_backend()
 
 
@@ -53,6 +54,7 @@ class StreamSink:
         self._bursts = BurstTracker()
         self.notes: list[str] = []  # limits of what is counted (mysqlio.mapped_files), in each JSON line
         self.page_cache = False  # the probe counts the page cache: its columns and the devices in text
+        self.group = "file"  # user, connection, query: a block of rows per group after the files
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
@@ -61,6 +63,9 @@ class StreamSink:
             write_json(interval, self._out, [t.to_json() for t in trains], self.notes)
             return
         write_text(interval, self._out, self._latency, self.page_cache)
+        if self.group in SERVER_GROUPS:
+            self._out.write(format_groups(interval, self.group) + "\n")
+            self._out.flush()
         if interval.server is not None:
             self._out.write(printable(interval.server.summary()) + "\n\n")
             self._out.flush()
@@ -94,6 +99,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             datadir[0] = session.layout.datadir
             sampler = IntervalSampler(session, options.fold_partitions)
             sampler.status = status
+            sampler.threads = threads
             page_cache[0] = sink.page_cache = page_cache_counted(session.probe)
             note = mapped_files.redo_note(mapped_files.mapped_redo(pid, session.layout), page_cache[0])
             # what this backend cannot count on this kernel (e.g. io_uring on a kernel whose
@@ -111,9 +117,17 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             )
             server = session.server() + (mapped if note else "")
             screen = LiveScreen(state, pid, server, session.layout.datadir, console, page_cache[0])
+            if threads is not None:
+                screen.groups = GROUPS
             with cbreak(sys.stdin.fileno()), screen:
                 return run_loop(sampler, screen, stop, options.interval_s, options.count, emitted)
 
+    sink.group = options.group
+    threads = None
+    if options.threads is not None:
+        from .live_threads import LiveThreads
+
+        threads = LiveThreads(options.threads)
     status = None
     if options.status is not None:
         from .server_status import BackgroundSampler
@@ -125,5 +139,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     finally:
         if status is not None:
             status.close()
+        if threads is not None:
+            threads.close()
         if options.output == "live":
             console.print(render_totals(state, datadir[0], page_cache[0]))

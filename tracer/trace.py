@@ -14,7 +14,9 @@ batch of a trace (the report relies on that, and checks it).
 
 The schema metadata holds a `mysqlio` magic key, the format version and the
 `TraceMeta` as JSON. Each batch's custom metadata carries `lost_total`, and may
-carry the server's counters sampled meanwhile (`server_status`, record --mysql)
+carry the server's counters sampled meanwhile (`server_status`, record --mysql), the
+server's view of its threads (`server_threads`: server_threads.ThreadSample.to_json()
+samples, record --mysql; optional, so format 1 still holds; older traces have none)
 and the block devices' activity since the previous batch (`devices`: one
 sample, `t` seconds since the start when it was read, `interval_s` since the
 previous one, and per device `devices.DeviceActivity.to_json()`); `close()`
@@ -221,6 +223,7 @@ class TraceWriter:
         lost_total: int,
         server_status: list[dict[str, Any]] | None = None,
         devices: dict[str, Any] | None = None,
+        server_threads: list[dict[str, Any]] | None = None,
     ) -> None:
         """Append one batch: `files` is keyed by (kernel dev, ino) as in the events,
         `threads` maps tid -> name, `server_status` the server's counters sampled
@@ -237,6 +240,8 @@ class TraceWriter:
             custom["server_status"] = json.dumps(server_status)
         if devices:
             custom["devices"] = json.dumps(devices)
+        if server_threads:
+            custom["server_threads"] = json.dumps(server_threads, separators=(",", ":"))
         self._append(batch, custom)
         self.events_written += len(events)
 
@@ -361,6 +366,8 @@ class TraceReader:
         self.batches_read = 0
         self.gaps: list[dict[str, Any]] = []  # server restarts (record --follow), as read so far
         self.server_status: list[dict[str, Any]] = []  # the server's counters (record --mysql)
+        # the server's view of its threads (record --mysql), server_threads.ThreadSample.to_json()
+        self.server_threads: list[dict[str, Any]] = []
         # block devices, one sample per batch that carried one (see _device_sample), as read so far
         self.devices: list[dict[str, Any]] = []
         try:
@@ -415,6 +422,9 @@ class TraceReader:
                     status = custom.get(b"server_status")
                     if status is not None:
                         self.server_status.extend(_status_samples(status))
+                    threads = custom.get(b"server_threads")
+                    if threads is not None:
+                        self.server_threads.extend(_status_samples(threads))
                     devices = custom.get(b"devices")
                     if devices is not None:
                         sample = _device_sample(devices)

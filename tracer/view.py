@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from .devices import DeviceActivity
 from .filters import Filters
 from .latency import Histogram
-from .model import WRITEBACK_CAUSES, Counts, FileActivity, Interval
+from .model import SERVER_GROUPS, WRITEBACK_CAUSES, Counts, FileActivity, Interval
+from .thread_attribution import ThreadView
 
 HISTORY_LEN = 60  # sparkline: the last 60 intervals
 VIEWS = ("syscalls", "page cache")  # what the columns show (key p switches)
@@ -34,6 +35,9 @@ CAUSE_LABELS = {
 assert set(CAUSE_LABELS) == set(WRITEBACK_CAUSES)
 # and the owners of a device's bytes (devices.OWNER_NAMES)
 OWNER_LABELS = {"server_files": "server", "server_direct": "direct", "filesystem": "fs", "other": "other"}
+# groups of threads: their rows have no per-file latency
+THREAD_GROUPS = ("thread", *SERVER_GROUPS)
+NO_VIEW = "(no server view)"  # a thread row without the server's view (no sample yet, or none possible)
 FADE_INTERVALS = 5  # a quiet row stays this many intervals, dimming, before it goes
 SORT_KEYS = {
     "write": lambda r: r.write_bps,
@@ -169,6 +173,10 @@ def _merge_latency(into: dict[str, Histogram], latency: dict[str, Histogram]) ->
         into[cls].merge(hist)
 
 
+def _server_labels(view: ThreadView | None, group: str) -> tuple[str, str]:
+    return (view.key(group), view.label(group)) if view is not None else (NO_VIEW, NO_VIEW)
+
+
 def group_key(f: FileActivity, group: str) -> list[tuple[str, str, Counts]]:
     """(key, label, counts) of the groups a file's activity belongs to."""
     if group == "file":
@@ -181,6 +189,8 @@ def group_key(f: FileActivity, group: str) -> list[tuple[str, str, Counts]]:
         return [(table, table, f)]
     if group == "thread":
         return [(str(t.tid), f"{t.name} [{t.tid}]", t) for t in f.threads.values()]
+    if group in SERVER_GROUPS:  # the server's view of each thread (--mysql)
+        return [(*_server_labels(t.server, group), t) for t in f.threads.values()]
     raise ValueError(f"unknown group {group}")
 
 
@@ -219,9 +229,10 @@ class ScreenState:
                 continue
             for key, label, counts in group_key(f, self.group):
                 if key not in current:
-                    current[key] = (label, f.kind if self.group != "thread" else "thread", Counts(), {})
+                    kind = self.group if self.group in THREAD_GROUPS else f.kind
+                    current[key] = (label, kind, Counts(), {})
                 current[key][2].merge(counts)
-                if self.group != "thread":  # histograms are per file, not per thread
+                if self.group not in THREAD_GROUPS:  # histograms are per file, not per thread
                     _merge_latency(current[key][3], f.latency)
         rows = []
         for key, (label, kind, counts, latency) in current.items():

@@ -16,8 +16,18 @@ class Sysbench:
 
     DB = "sbtest"
 
-    def __init__(self, db: MariaDB, tables: int = 2, table_size: int = 10000, threads: int = 2) -> None:
+    def __init__(
+        self,
+        db: MariaDB,
+        tables: int = 2,
+        table_size: int = 10000,
+        threads: int = 2,
+        user: str = "root",
+        password: str = "",
+    ) -> None:
         self.db = db
+        self.user = user  # another account needs ALL on sbtest (root has no password here)
+        self.password = password
         self.tables = tables
         self.table_size = table_size
         self.threads = threads
@@ -31,8 +41,8 @@ class Sysbench:
             script,
             "--db-driver=mysql",
             f"--mysql-socket={self.db.socket}",
-            "--mysql-user=root",
-            "--mysql-password=",
+            f"--mysql-user={self.user}",
+            f"--mysql-password={self.password}",
             f"--mysql-db={self.DB}",
             f"--tables={self.tables}",
             f"--table-size={self.table_size}",

@@ -8,9 +8,12 @@ import numpy as np
 
 from ..bursts.detect import detect
 from ..bursts.series import SeriesBuilder
+from ..errors import UserError
 from ..events import OP_NAMES
 from ..filters import Filters
-from ..model import COUNTER_FIELDS, GROUPS
+from ..model import COUNTER_FIELDS, GROUPS, SERVER_GROUPS
+from ..server_threads import ThreadSample
+from ..thread_attribution import Timeline
 from ..trace import TraceReader
 from ..trace_counts import Grow, SecondRows, SecondSeries, count
 from ..trace_events import Decoder, Events
@@ -31,6 +34,21 @@ def _write_bytes_of(key: np.ndarray, size: int, ev: Events) -> np.ndarray:
     return np.rint(np.bincount(key[w], weights=ev.nbytes[w], minlength=size)).astype(np.int64).reshape(size, 1)
 
 
+def thread_timeline(path: str, group: str) -> Timeline:
+    """The server's view of the threads that a trace recorded with --mysql holds (a first
+    pass over the trace: a statement's span is known only once it ended)."""
+    reader = TraceReader(path)
+    for _ in reader.batches():
+        pass
+    samples = [s for s in (ThreadSample.from_json(obj) for obj in reader.server_threads) if s is not None]
+    timeline = Timeline()
+    timeline.add_all(samples)
+    if not timeline.samples:
+        why = timeline.last_error or "it was recorded without --mysql"
+        raise UserError(f"--group {group}: {path} has no samples of the server's threads ({why})")
+    return timeline
+
+
 def build_report(
     reader: TraceReader,
     group: str = "file",
@@ -43,7 +61,7 @@ def build_report(
         raise ValueError(f"unknown group {group}")
     filters = filters or Filters()
     dec = Decoder(filters)
-    keys = GroupKeys(group, dec)
+    keys = GroupKeys(group, dec, thread_timeline(reader.path, group) if group in SERVER_GROUPS else None)
     kind_keys = keys if group == "kind" else GroupKeys("kind", dec)
     agg = GroupAgg()
     kind_agg = agg if group == "kind" else GroupAgg()

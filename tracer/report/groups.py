@@ -10,7 +10,8 @@ import numpy as np
 from ..abi import LATENCY_UNKNOWN
 from ..events import API_NAMES
 from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
-from ..model import COUNTER_FIELDS, PAGE_CACHE_OPS
+from ..model import COUNTER_FIELDS, PAGE_CACHE_OPS, SERVER_GROUPS
+from ..thread_attribution import Timeline
 from ..trace_counts import Grow, count, dense_unique, latency_class
 from ..trace_events import Decoder, Events
 from .model import GroupRow, Stats
@@ -96,9 +97,11 @@ def busiest_key(r: GroupRow) -> tuple[int, int, int, str]:
 class GroupKeys:
     """Group ids of a batch's events for one grouping, and each group's label and attributes."""
 
-    def __init__(self, group: str, dec: Decoder) -> None:
+    def __init__(self, group: str, dec: Decoder, timeline: Timeline | None = None) -> None:
         self.group = group
         self.dec = dec
+        self.timeline = timeline  # user, connection, query: the server's view of the threads
+        self.labels: dict[str, str] = {}  # their keys' labels
         self.ids: dict[Any, int] = {}
         self.keys: list[Any] = []
         # attributes of the last event seen in each group
@@ -117,6 +120,8 @@ class GroupKeys:
         elif self.group == "table":
             nt = len(self.dec.tables.values)
             raw, size = np.where(ev.table >= 0, ev.table, nt + ev.kind), nt + len(self.dec.kinds.values)
+        elif self.group in SERVER_GROUPS:
+            return self._server_gids(ev)
         else:
             raw, size = ev.tid.astype(np.int64), None
         if size is None:
@@ -125,6 +130,16 @@ class GroupKeys:
             uniq, inverse = dense_unique(raw, size)
         local = np.asarray([self._gid(self._key(int(u))) for u in uniq], np.int64)
         gid = local[inverse] if len(uniq) else np.zeros(0, np.int64)
+        self._remember(gid, ev)
+        return gid
+
+    def _server_gids(self, ev: Events) -> np.ndarray:
+        if self.timeline is None:
+            raise ValueError(f"--group {self.group} needs the server's thread samples")
+        codes, keys, labels = self.timeline.keys(ev.tid.astype(np.int64), ev.t, self.group)
+        self.labels.update(zip(keys, labels, strict=True))
+        local = np.asarray([self._gid(k) for k in keys], np.int64)
+        gid = local[codes] if len(keys) else np.zeros(0, np.int64)
         self._remember(gid, ev)
         return gid
 
@@ -183,6 +198,8 @@ class GroupKeys:
             return GroupRow(label=self.keys[g], kind=self.keys[g], stats=stats)
         if self.group == "table":
             return GroupRow(label=self.keys[g], kind=kind, stats=stats, table=table)
+        if self.group in SERVER_GROUPS:
+            return GroupRow(label=self.labels.get(self.keys[g], self.keys[g]), kind=self.group, stats=stats)
         name = dec.threads.values[attr["thread"]] if attr["thread"] >= 0 else "?"
         tid = self.keys[g]
         # tid 0: writeback the kernel did on its own, named "[kernel]" by the recorder

@@ -70,6 +70,8 @@ class GroupRow:
             head = {"kind": self.label}
         elif group == "thread":
             head = {"tid": self.tid, "name": self.thread}
+        elif group in ("user", "connection", "query"):  # model.SERVER_GROUPS
+            head = {group: self.label}
         else:
             head = {"name": self.label, "kind": self.kind, "table": self.table}
         return {**head, **self.stats.to_json()}

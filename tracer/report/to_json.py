@@ -9,7 +9,15 @@ from ..bursts.train import trains_json
 from ..latency import SUB
 from .model import GroupRow, Report
 
-GROUP_LIST_KEYS = {"file": "files", "kind": "kinds", "table": "tables", "thread": "threads"}
+GROUP_LIST_KEYS = {
+    "file": "files",
+    "kind": "kinds",
+    "table": "tables",
+    "thread": "threads",
+    "user": "users",
+    "connection": "connections",
+    "query": "queries",
+}
 
 
 def report_json(r: Report) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""The server's view of the traced threads in `top` (--mysql): a `ThreadSampler` in a
+worker thread at `RATE_HZ`, its samples into a `Timeline`, each interval's thread rows
+labelled with user, connection and query (thread_attribution's rules)."""
+
+from __future__ import annotations
+
+from .model import FileActivity
+from .server_status import PeriodicSampler
+from .server_threads import ThreadSample, ThreadSampler
+from .thread_attribution import Timeline
+
+RATE_HZ = 4.0  # samples a second: a statement running for 250 ms is seen while it runs
+KEEP_S = 120.0  # statements remembered after they ended (longer than any interval)
+
+
+class LiveThreads:
+    """Owns the worker; `label()` is called once per interval by the sampling loop."""
+
+    def __init__(self, sampler: ThreadSampler, rate_hz: float = RATE_HZ) -> None:
+        self.timeline = Timeline(keep_s=KEEP_S)
+        self._worker: PeriodicSampler[ThreadSample] = PeriodicSampler(
+            sampler, every_s=1.0 / rate_hz, name="mysqlio-threads"
+        )
+
+    def label(self, files: list[FileActivity], t0: float, t1: float) -> None:
+        """Give each thread row of the interval [t0, t1] (time.monotonic) its view."""
+        self.timeline.add_all(self._worker.collect())
+        for f in files:
+            for thread in f.threads.values():
+                thread.server = self.timeline.view(thread.tid, t0, t1)
+
+    def close(self) -> None:
+        self._worker.close()

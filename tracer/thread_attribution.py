@@ -1,0 +1,233 @@
+"""Who an OS thread was, and what it ran, at a time: `top` and `report --group user|connection|query`.
+
+A `Timeline` is built from `server_threads.ThreadSample`s (live, or stored in a trace by
+`record --mysql`). The rules, the same live and offline:
+
+- identity (user, connection): the thread's row in the sample in force, i.e. the latest
+  sample at or before the time that listed the thread (the first one that did, before
+  it); a thread's identity changes only when a sample shows it changed (a thread pool
+  giving the thread to another connection).
+- background threads (performance_schema TYPE BACKGROUND) are never a user's: user
+  "(background)", connection their readable name (page cleaner, InnoDB tpool, …), query
+  "(background)". The kernel's own writeback (tid 0, "[kernel]") goes there too. Threads
+  performance_schema does not list (io_uring workers, uninstrumented ones) are
+  "(unknown thread)" in all three.
+- query: a thread's statements are spans [start, end] (end: when it ended, or the last
+  sample that saw it running). In `top`, the interval's rows of a thread go to the
+  statement with the longest overlap with the interval (ties: the later one); none
+  overlaps: "(no statement)". In `report`, each event goes to the span that holds its
+  time, within `SLACK_S` (the clocks are matched to about a millisecond).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .server_threads import ServerThread, ThreadSample, readable_name
+
+BACKGROUND = "(background)"
+UNKNOWN = "(unknown thread)"
+NO_STATEMENT = "(no statement)"
+KERNEL = "[kernel]"
+KERNEL_TID = 0
+SLACK_S = 0.005
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    """A thread over some time, as the server sees it: the labels of its three groups."""
+
+    user: str
+    connection: str
+    query: str
+    digest: str | None = None
+    connection_id: int | None = None
+    db: str | None = None
+    server_thread: str | None = None  # performance_schema NAME
+
+    def key(self, group: str) -> str:
+        if group == "query":
+            return f"digest:{self.digest}" if self.digest else f"text:{self.query}"
+        return str(getattr(self, group))
+
+    def label(self, group: str) -> str:
+        return str(getattr(self, group))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "user": self.user,
+            "connection": self.connection,
+            "connection_id": self.connection_id,
+            "db": self.db,
+            "query": self.query,
+            "digest": self.digest,
+            "server_thread": self.server_thread,
+        }
+
+
+UNKNOWN_VIEW = ThreadView(UNKNOWN, UNKNOWN, UNKNOWN)
+KERNEL_VIEW = ThreadView(BACKGROUND, KERNEL, BACKGROUND)
+
+
+def _identity(thread: ServerThread | None) -> tuple[str, str, ThreadView | None]:
+    """(user, connection) labels, or a complete view for threads that run no statements."""
+    if thread is None:
+        return UNKNOWN, UNKNOWN, UNKNOWN_VIEW
+    if thread.background:
+        name = readable_name(thread.name)
+        return BACKGROUND, name, ThreadView(BACKGROUND, name, BACKGROUND, server_thread=thread.name)
+    user = f"{thread.user}@{thread.host}" if thread.user else f"(no user: {readable_name(thread.name)})"
+    conn = f"conn {thread.connection_id} {user}" if thread.connection_id is not None else user
+    return user, conn, None
+
+
+class _Span:
+    __slots__ = ("digest", "end", "start", "text")
+
+    def __init__(self, start: float, end: float, digest: str | None, text: str) -> None:
+        self.start, self.end, self.digest, self.text = start, end, digest, text
+
+
+class Timeline:
+    """Thread identities and statement spans over time. `keep_s`: forget what ended
+    longer ago than that before the newest sample (top); None keeps everything (report)."""
+
+    def __init__(self, keep_s: float | None = None) -> None:
+        self._keep_s = keep_s
+        self._who: dict[int, tuple[list[float], list[ServerThread]]] = {}  # tid -> (times, identities)
+        self._spans: dict[tuple[int, int], _Span] = {}  # (tid, event id)
+        self._by_tid: dict[int, list[_Span]] | None = None  # spans by start, built on demand
+        self.samples = 0
+        self.last_error: str | None = None
+
+    def add(self, sample: ThreadSample) -> None:
+        if sample.error:
+            self.last_error = sample.error
+            return
+        self.samples += 1
+        self.last_error = None
+        for thread in sample.threads or ():
+            times, who = self._who.setdefault(thread.tid, ([], []))
+            if not who or who[-1] != thread:
+                times.append(sample.time)
+                who.append(thread)
+        for stmt in sample.statements:
+            key = (stmt.tid, stmt.event_id)
+            end = stmt.end if stmt.end is not None else sample.time
+            span = self._spans.get(key)
+            if span is None:
+                self._spans[key] = _Span(stmt.start, end, stmt.digest, stmt.text)
+                continue
+            span.end = end if stmt.end is not None else max(span.end, end)
+            if stmt.digest:
+                span.digest, span.text = stmt.digest, stmt.text
+        self._by_tid = None
+        if self._keep_s is not None:
+            horizon = sample.time - self._keep_s
+            self._spans = {k: s for k, s in self._spans.items() if s.end >= horizon}
+
+    def add_all(self, samples: Iterable[ThreadSample]) -> None:
+        for sample in samples:
+            self.add(sample)
+
+    def thread(self, tid: int, t: float) -> ServerThread | None:
+        entry = self._who.get(tid)
+        if entry is None:
+            return None
+        times, who = entry
+        return who[max(0, bisect.bisect_right(times, t) - 1)]
+
+    def _spans_of(self, tid: int) -> list[_Span]:
+        if self._by_tid is None:
+            by: dict[int, list[_Span]] = {}
+            for (span_tid, _), span in self._spans.items():
+                by.setdefault(span_tid, []).append(span)
+            for spans in by.values():
+                spans.sort(key=lambda s: s.start)
+            self._by_tid = by
+        return self._by_tid.get(tid, [])
+
+    def view(self, tid: int, t0: float, t1: float) -> ThreadView | None:
+        """The thread over [t0, t1] (top's interval); None before any sample."""
+        if not self.samples and not self._who:
+            return None
+        if tid == KERNEL_TID:
+            return KERNEL_VIEW
+        thread = self.thread(tid, t1)
+        user, conn, fixed = _identity(thread)
+        if fixed is not None:
+            return fixed
+        assert thread is not None
+        best, best_overlap = None, -1.0
+        for span in self._spans_of(tid):
+            if span.start > t1:
+                break
+            overlap = min(span.end, t1) - max(span.start, t0)
+            if overlap >= 0 and overlap >= best_overlap:
+                best, best_overlap = span, overlap
+        return ThreadView(
+            user=user,
+            connection=conn,
+            query=best.text if best else NO_STATEMENT,
+            digest=best.digest if best else None,
+            connection_id=thread.connection_id,
+            db=thread.db,
+            server_thread=thread.name,
+        )
+
+    def keys(self, tid: np.ndarray, t: np.ndarray, group: str) -> tuple[np.ndarray, list[str], list[str]]:
+        """Each event's group (report): codes into (keys, labels) of `group`."""
+        codes = np.zeros(len(tid), np.int64)
+        keys: list[str] = []
+        labels: list[str] = []
+        index: dict[str, int] = {}
+
+        def code(view: ThreadView) -> int:
+            k = view.key(group)
+            c = index.get(k)
+            if c is None:
+                c = index[k] = len(keys)
+                keys.append(k)
+                labels.append(view.label(group))
+            return c
+
+        order = np.argsort(tid, kind="stable")
+        uniq, starts = np.unique(tid[order], return_index=True)
+        bounds = [*starts.tolist(), len(order)]
+        for i, u in enumerate(uniq.tolist()):
+            rows = order[bounds[i] : bounds[i + 1]]
+            codes[rows] = self._codes_of(int(u), t[rows], group, code)
+        return codes, keys, labels
+
+    def _codes_of(self, tid: int, t: np.ndarray, group: str, code: Any) -> np.ndarray:
+        if tid == KERNEL_TID:
+            return np.full(len(t), code(KERNEL_VIEW), np.int64)
+        entry = self._who.get(tid)
+        if entry is None:
+            return np.full(len(t), code(UNKNOWN_VIEW), np.int64)
+        times, who = entry
+        which = np.maximum(0, np.searchsorted(np.asarray(times), t, side="right") - 1)
+        out = np.empty(len(t), np.int64)
+        spans = self._spans_of(tid)
+        starts = np.asarray([s.start for s in spans])
+        ends = np.asarray([s.end for s in spans])
+        at = np.searchsorted(starts, t + SLACK_S, side="right") - 1
+        inside = (at >= 0) & (ends[np.maximum(at, 0)] + SLACK_S >= t) if len(spans) else np.zeros(len(t), bool)
+        for w in np.unique(which).tolist():
+            user, conn, fixed = _identity(who[w])
+            mask = which == w
+            if fixed is not None or group != "query":
+                view = fixed or ThreadView(user, conn, "")
+                out[mask] = code(view)
+                continue
+            none = code(ThreadView(user, conn, NO_STATEMENT))
+            out[mask & ~inside] = none
+            for s in np.unique(at[mask & inside]).tolist():
+                span = spans[s]
+                out[mask & inside & (at == s)] = code(ThreadView(user, conn, span.text, span.digest))
+        return out

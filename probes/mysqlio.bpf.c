@@ -221,6 +221,57 @@ struct {
 	__uint(max_entries, 4096);
 } events SEC(".maps");
 
+/* The region files (one entry, written by userspace after load): see
+ * struct region_table. An ARRAY lookup is inlined by the verifier: a request
+ * of any other file costs one pointer and MAX_REGION_FILES compares. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct region_table);
+} regions SEC(".maps");
+
+/* Which region file (dev, ino) is: its index, or -1 (most files). */
+static __always_inline int region_file(__u32 dev, __u64 ino)
+{
+	struct region_table *t;
+	__u32 zero = 0;
+	int f;
+
+	t = bpf_map_lookup_elem(&regions, &zero);
+	if (!t)
+		return -1;
+	for (f = 0; f < MAX_REGION_FILES; f++)
+		if (t->ino[f] == ino && t->dev[f] == dev && ino)
+			return f;
+	return -1;
+}
+
+/* The region of region file f holding byte `offset` (a request's first byte:
+ * InnoDB's writes never straddle two regions), or the file's region SYSTEM
+ * when no range holds it; NONE when the offset is unknown. */
+static __noinline __u8 region_at(int f, __s64 offset)
+{
+	struct region_table *t;
+	__u32 zero = 0, r, slot;
+
+	if (f < 0 || f >= MAX_REGION_FILES || offset < 0)
+		return MIO_REGION_NONE;
+	t = bpf_map_lookup_elem(&regions, &zero);
+	if (!t)
+		return MIO_REGION_NONE;
+	for (r = 0; r < MAX_REGION_RANGES; r++) {
+		if (r >= t->nranges[f])
+			break;
+		slot = f * MAX_REGION_RANGES + r;
+		if (slot >= MAX_REGION_SLOTS)
+			break;
+		if ((__u64)offset >= t->start[slot] && (__u64)offset < t->end[slot])
+			return t->region[slot];
+	}
+	return MIO_REGION_SYSTEM;
+}
+
 /* submitted libaio iocbs (by user iocb pointer) and io_uring
  * requests (by request pointer), until their completion is seen */
 struct {
@@ -335,6 +386,7 @@ struct file_ref {
 	struct file *file;
 	__u64 ino;
 	__u32 dev;
+	__u8 region; /* enum mio_region of the request (set by the caller) */
 };
 
 /* The head of struct inode / super_block, read in one probe read each: a
@@ -379,6 +431,7 @@ static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref,
 			return false;
 	}
 	ref->file = file;
+	ref->region = MIO_REGION_NONE;
 	ref->ino = HEAD_FIELD(heads->inode, inode, struct inode, i_ino);
 	ref->dev = HEAD_FIELD(heads->sb, sb, struct super_block, s_dev);
 	return true;
@@ -465,6 +518,7 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 	key.tid = tid;
 	key.op = op;
 	key.api = api;
+	key.region = file->region;
 
 	stats = bpf_map_lookup_elem(active, &key);
 	if (!stats) {
@@ -727,7 +781,7 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 {
 	struct inflight call = {};
 	struct file_ref ref;
-	int op;
+	int op, region;
 
 	if (a->nr == NR_io_submit) {
 		call.kind = CALL_IO_SUBMIT;
@@ -747,7 +801,10 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 		call.req.ino = ref.ino;
 		call.req.dev = ref.dev;
 		call.req.op = op;
-		call.req.offset = targ_record ? syscall_offset(a, ref.file) : -1;
+		/* top needs the offset only for a region file's reads and writes */
+		region = op <= MIO_READ ? region_file(ref.dev, ref.ino) : -1;
+		call.req.offset = targ_record || region >= 0 ? syscall_offset(a, ref.file) : -1;
+		call.req.region = region_at(region, call.req.offset);
 		call.req.tid = current_tid();
 	}
 	return begin_call(&call);
@@ -994,6 +1051,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	}
 	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_SYSCALL))
 		return 0;
+	file.region = op <= MIO_READ ? region_at(region_file(file.dev, file.ino), cb.aio_offset) : MIO_REGION_NONE;
 	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1, current_tid());
 	pending.ts_ns = submit_ns;
 	pending.dev = file.dev;
@@ -1088,6 +1146,7 @@ static __always_inline int on_sys_exit(long ret, const bool cas)
 		file.file = call->file;
 		file.ino = call->req.ino;
 		file.dev = call->req.dev;
+		file.region = call->req.region;
 		account(&file, call->req.op, MIO_API_SYSCALL, ret, call->req.tid);
 		if (ret >= 0)
 			RECORD_LATENCY(cas, call->req.dev, call->req.ino, call->req.op, MIO_API_SYSCALL,
@@ -1283,6 +1342,8 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 		return 0;
 	file.ino = pending->ino;
 	file.dev = pending->dev;
+	file.region = pending->op <= MIO_READ ? region_at(region_file(file.dev, file.ino), pending->offset)
+					      : MIO_REGION_NONE;
 	account(&file, pending->op, MIO_API_IO_URING, res, pending->tid);
 	if (res >= 0)
 		RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_IO_URING,
@@ -1314,8 +1375,11 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	res = BPF_CORE_READ(req, cqe.res);
 	if (!uring_file_ref(req, &file))
 		return 0;
-	account(&file, op, MIO_API_IO_URING, res, current_tid());
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
+	/* the offset is the submission's (ki_pos has moved on by now) */
+	file.region = pending && op <= MIO_READ ? region_at(region_file(file.dev, file.ino), pending->offset)
+						: MIO_REGION_NONE;
+	account(&file, op, MIO_API_IO_URING, res, current_tid());
 	if (!pending) {
 		/* submitted before attach, or no submission tracepoint on this
 		 * kernel: everything but the latency and offset is known here */

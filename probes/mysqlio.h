@@ -24,6 +24,9 @@
 #define MAX_DEV_ROWS 1024  /* (device, direction, owner) rows of the device counters */
 #define MAX_VMA_DEPTH 48   /* rb-tree levels searched for an address (kernels before 6.1) */
 #define PAGE_BYTES 4096    /* the page size of the kernels probed (x86-64, arm64 4K) */
+#define MAX_REGION_FILES 4  /* files split into regions (InnoDB system tablespace files) */
+#define MAX_REGION_RANGES 8 /* byte ranges per region file */
+#define MAX_REGION_SLOTS 32 /* MAX_REGION_FILES * MAX_REGION_RANGES */
 
 enum mio_op {
 	MIO_WRITE = 0,
@@ -75,6 +78,32 @@ enum mio_dir {
 	MIO_DIR_WRITE = 1,
 };
 
+/* Regions of a file split by offset (InnoDB's system tablespace, ibdata1:
+ * tracer/ibdata_regions.py finds them). A request belongs to the region that
+ * holds its first byte. NONE: the whole file (not a region file, or a row
+ * without an offset: syncs, page cache). */
+enum mio_region {
+	MIO_REGION_NONE = 0,
+	MIO_REGION_SYSTEM = 1,        /* the rest: undo, pages of system tables, free space */
+	MIO_REGION_DOUBLEWRITE = 2,   /* the doublewrite buffer's two blocks */
+	MIO_REGION_CHANGE_BUFFER = 3, /* change buffer header and root (pages 3, 4) */
+	MIO_REGION_TRX_SYS = 4,       /* transaction system header and first rollback segment (5, 6) */
+	MIO_REGION_DICTIONARY = 5,    /* data dictionary header (7) */
+};
+
+/* The region files, filled by userspace after load (one entry, the map
+ * `regions`): file f is (dev[f], ino[f]) (ino 0: unused), its ranges
+ * [start, end) in bytes are slots f * MAX_REGION_RANGES + r for
+ * r < nranges[f], the ranges of a file in no particular order. */
+struct region_table {
+	__u64 ino[MAX_REGION_FILES];
+	__u32 dev[MAX_REGION_FILES];
+	__u32 nranges[MAX_REGION_FILES];
+	__u64 start[MAX_REGION_SLOTS];
+	__u64 end[MAX_REGION_SLOTS];
+	__u8 region[MAX_REGION_SLOTS];
+};
+
 /* One row of the per-interval aggregate: a file, the thread that asked,
  * the operation and the API that carried it. dev is the kernel's dev_t
  * (major << 20 | minor), not the userspace st_dev encoding. */
@@ -85,7 +114,7 @@ struct file_op_key {
 	__u8 op;
 	__u8 api;
 	__u8 by;   /* MIO_WRITEBACK rows: enum mio_by; else 0 */
-	__u8 pad;
+	__u8 region; /* enum mio_region: reads and writes of a region file; else 0 */
 	__u32 pad2;
 };
 
@@ -182,7 +211,8 @@ struct pending_io {
 	__u32 tid;
 	__u8 op;
 	__u8 by;   /* enum mio_by (page-cache events) */
-	__u8 pad[6];
+	__u8 region; /* enum mio_region (a read/write syscall of a region file) */
+	__u8 pad[5];
 };
 
 /* Counters of what could not be accounted, read by userspace from .bss. */

@@ -25,6 +25,9 @@ MAX_FLUSHERS = 1024
 MAX_DEV_ROWS = 1024
 MAX_VMA_DEPTH = 48
 PAGE_BYTES = 4096
+MAX_REGION_FILES = 4
+MAX_REGION_RANGES = 8
+MAX_REGION_SLOTS = 32
 LAT_SUB_BITS = 3
 LAT_SUB = 8
 LAT_MIN_EXP = 8
@@ -78,11 +81,33 @@ class Dir(enum.IntEnum):
     WRITE = 1
 
 
+class Region(enum.IntEnum):
+    NONE = 0
+    SYSTEM = 1
+    DOUBLEWRITE = 2
+    CHANGE_BUFFER = 3
+    TRX_SYS = 4
+    DICTIONARY = 5
+
+
 class Struct(ctypes.Structure):
     """A struct of the header, with its fields by name."""
 
     def as_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name, *_ in self._fields_}
+
+
+class RegionTable(Struct):
+    """struct region_table"""
+
+    _fields_ = [
+        ("ino", ctypes.c_uint64 * MAX_REGION_FILES),
+        ("dev", ctypes.c_uint32 * MAX_REGION_FILES),
+        ("nranges", ctypes.c_uint32 * MAX_REGION_FILES),
+        ("start", ctypes.c_uint64 * MAX_REGION_SLOTS),
+        ("end", ctypes.c_uint64 * MAX_REGION_SLOTS),
+        ("region", ctypes.c_uint8 * MAX_REGION_SLOTS),
+    ]
 
 
 class FileOpKey(Struct):
@@ -95,7 +120,7 @@ class FileOpKey(Struct):
         ("op", ctypes.c_uint8),
         ("api", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8),
+        ("region", ctypes.c_uint8),
         ("pad2", ctypes.c_uint32),
     ]
 
@@ -211,7 +236,8 @@ class PendingIo(Struct):
         ("tid", ctypes.c_uint32),
         ("op", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8 * 6),
+        ("region", ctypes.c_uint8),
+        ("pad", ctypes.c_uint8 * 5),
     ]
 
 
@@ -236,6 +262,7 @@ class DropCounters(Struct):
 
 # the structs by their C name (for the BTF check)
 STRUCTS: dict[str, type[Struct]] = {
+    "region_table": RegionTable,
     "file_op_key": FileOpKey,
     "thread_name": ThreadName,
     "file_op_stats": FileOpStats,

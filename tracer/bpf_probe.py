@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import abi, abi_check, kernel_features, syscall_hook
 from .errors import BpfError
+from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
 from .latency import Histogram
 from .libbpf import BpfMap, BpfObject
@@ -194,6 +195,19 @@ class BpfProbe:
             if (m.key_size, m.value_size) != (ctypes.sizeof(key_t), ctypes.sizeof(value_t)):
                 raise AssertionError(f"map {name}: BPF and Python layouts differ")
 
+    def set_regions(self, files: dict[FileIdentity, RegionMap]) -> bool:
+        """Write the region table the programs consult (at most MAX_REGION_FILES files)."""
+        table = abi.RegionTable()
+        for f, (file, regions) in enumerate(list(files.items())[: abi.MAX_REGION_FILES]):
+            table.ino[f] = file.ino
+            table.dev[f] = file.kernel_dev
+            table.nranges[f] = min(len(regions.ranges), abi.MAX_REGION_RANGES)
+            for r, rng in enumerate(regions.ranges[: abi.MAX_REGION_RANGES]):
+                slot = f * abi.MAX_REGION_RANGES + r
+                table.start[slot], table.end[slot], table.region[slot] = rng.start, rng.end, rng.region
+        self._obj.map("regions").update(ctypes.c_uint32(0), table)
+        return True
+
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain."""
         full = self._stats.swap()
@@ -340,6 +354,7 @@ def _op_count(key: abi.FileOpKey, value: abi.FileOpStats) -> OpCount:
         ops=value.ops,
         errors=value.errors,
         by=abi.By(key.by),
+        region=abi.Region(key.region),
     )
 
 

@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument(
         "--fold-partitions", action="store_true", help="count a partitioned table's partitions as one table"
     )
+    top.add_argument(
+        "--fold-regions",
+        action="store_true",
+        help="one row for ibdata1, not one per region (doublewrite, system, ...)",
+    )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     top.add_argument(
         "--latency", action="store_true", help="show write and sync latency p50 / p99 / max (key l toggles)"
@@ -407,6 +412,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         sort=args.sort,
         filters=Filters(kinds=args.kind, match=args.match),
         fold_partitions=args.fold_partitions,
+        fold_regions=args.fold_regions,
         latency=args.latency,
         follow=args.follow,
         backend=args.backend,

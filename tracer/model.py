@@ -6,10 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .abi import By, Op
+from .abi import By, Op, Region
 from .classify import Classifier
 from .devices import DeviceActivity
 from .events import API_NAMES
+from .ibdata_regions import region_name
 from .latency import CLASS_OF_OP, CLASSES, Histogram
 from .probe import FileIdentity, LatencyRow, OpCount, dev_label
 from .resolve import FileResolver
@@ -152,9 +153,22 @@ class FileActivity(Counts):
     kind: str
     table: str | None = None
     deleted: bool = False
+    # the part of the file (ibdata_regions.region_name: "doublewrite", "system", ...) its
+    # reads and writes were in; "" = the whole file (not split, folded, or syncs and page cache)
+    region: str = ""
     threads: dict[int, ThreadActivity] = field(default_factory=dict)
     # latencies of the requests that completed in the interval, by op class
     latency: dict[str, Histogram] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The file as rows name it: its path, region and whether it was deleted."""
+        return self.path + (f" · {self.region}" if self.region else "") + (" (deleted)" if self.deleted else "")
+
+    @property
+    def key(self) -> str:
+        """What tells this row from another file's or another region's."""
+        return f"{self.file.dev}:{self.file.ino}" + (f"/{self.region}" if self.region else "")
 
     def add_latency(self, row: LatencyRow) -> None:
         cls = CLASS_OF_OP[row.op]
@@ -177,6 +191,7 @@ class FileActivity(Counts):
             "kind": self.kind,
             "table": self.table,
             "deleted": self.deleted,
+            "region": self.region,
             "dev": dev_label(self.file.dev),
             "ino": self.file.ino,
             **self.counters_json(),
@@ -226,28 +241,30 @@ def aggregate(
     thread_name: Callable[[int], str],
     fold_partitions: bool = False,
     latencies: list[LatencyRow] | None = None,
+    fold_regions: bool = False,
 ) -> list[FileActivity]:
     """Fold (file, thread, op, api) rows into one FileActivity per file, busiest writer first,
     with the latency histograms of its requests. (A recorded trace's events are counted
     into the same counters by trace_counts.count, vectorised: millions of events there,
     a few hundred pre-counted rows per interval here.)"""
-    by_file: dict[FileIdentity, FileActivity] = {}
+    by_file: dict[tuple[FileIdentity, Region], FileActivity] = {}
 
-    def activity_of(file: FileIdentity) -> FileActivity:
-        activity = by_file.get(file)
+    def activity_of(file: FileIdentity, region: Region = Region.NONE) -> FileActivity:
+        activity = by_file.get((file, region))
         if activity is None:
             resolved = resolver.resolve(file)
-            activity = by_file[file] = FileActivity(
+            activity = by_file[(file, region)] = FileActivity(
                 file=file,
                 path=resolved.path,
                 kind=classifier.kind(resolved.path),
                 table=classifier.table(resolved.path, fold_partitions),
                 deleted=resolved.deleted,
+                region=region_name(region),
             )
         return activity
 
     for row in rows:
-        activity = activity_of(row.file)
+        activity = activity_of(row.file, Region.NONE if fold_regions else row.region)
         activity.add(row)
         thread = activity.threads.get(row.tid)
         if thread is None:
@@ -255,6 +272,8 @@ def aggregate(
         thread.add(row)
     # a libaio request is counted at submission and timed at completion,
     # which can fall in the next interval: such a file has latency only
+    # latencies are per file: a file split by region has them on its first region's row
+    first_of = {file: activity for (file, _), activity in reversed(by_file.items())}
     for lat in latencies or ():
-        activity_of(lat.file).add_latency(lat)
+        (first_of.get(lat.file) or activity_of(lat.file)).add_latency(lat)
     return sorted(by_file.values(), key=lambda a: (*_busiest(a), a.path))

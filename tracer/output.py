@@ -71,7 +71,7 @@ def format_text(interval: Interval, latency: bool = False, page_cache: bool = Fa
         TEXT_HEADER.replace("  path", extra + "  path"),
     ]
     for f in interval.files:
-        path = printable(f.path) + (" (deleted)" if f.deleted else "")
+        path = printable(f.path) + (f" · {f.region}" if f.region else "") + (" (deleted)" if f.deleted else "")
         lines.append(
             f"{clock:8} {f.kind:16} {human_bytes(f.write_bytes / secs):>10} {human_rate(f.write_ops / secs):>7} "
             f"{human_bytes(f.read_bytes / secs):>10} {human_rate(f.read_ops / secs):>7} "

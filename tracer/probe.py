@@ -32,7 +32,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .abi import Api, By, Dir, Op, Owner
+from .abi import Api, By, Dir, Op, Owner, Region
+from .ibdata_regions import RegionMap
 from .latency import Histogram
 
 KERNEL_MINOR_BITS = 20
@@ -81,6 +82,7 @@ class OpCount:
     ops: int
     errors: int
     by: By = By.NONE  # Op.WRITEBACK: what made the kernel write
+    region: Region = Region.NONE  # a region file's reads and writes: the region of their first byte
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,11 @@ class CountSource(Protocol):
 
     def uncounted(self) -> list[str]:
         """What this kernel keeps the source from counting, one sentence each."""
+        ...
+
+    def set_regions(self, files: dict[FileIdentity, RegionMap]) -> bool:
+        """Split these files' reads and writes by region from now on (replacing the
+        previous set; at most abi.MAX_REGION_FILES); False: this source cannot."""
         ...
 
 

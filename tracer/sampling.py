@@ -23,9 +23,10 @@ from .session import Session
 class IntervalSampler:
     """Turns successive drains of a session's probe into Interval records."""
 
-    def __init__(self, session: Session, fold_partitions: bool = False) -> None:
+    def __init__(self, session: Session, fold_partitions: bool = False, fold_regions: bool = False) -> None:
         self._session = session
         self._fold_partitions = fold_partitions
+        self.fold_regions = fold_regions  # ibdata1 as one row (a key of the live screen may flip it)
         self.pid = session.pid
         self._last_drops = session.probe.drops().as_dict()
         self._devices = DeviceDeltas(session.probe.device_counts())
@@ -42,7 +43,13 @@ class IntervalSampler:
         drops = probe.drops().as_dict()
         delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
         files = aggregate(
-            rows, session.resolver, session.classifier, session.thread_name, self._fold_partitions, latencies
+            rows,
+            session.resolver,
+            session.classifier,
+            session.thread_name,
+            self._fold_partitions,
+            latencies,
+            fold_regions=self.fold_regions,
         )
         for activity in files:
             # the next request walks the path again: renames stay visible

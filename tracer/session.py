@@ -11,13 +11,15 @@ requests the kernel did not name again stay two intervals' worth (mysqlio.resolv
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 
 from . import backend, target
 from .classify import Classifier
+from .ibdata_regions import RegionMap, read_regions
 from .layout import ServerLayout, read_layout
-from .probe import NameSource, Probe
+from .probe import FileIdentity, NameSource, Probe
 from .resolve import FileResolver
 
 
@@ -73,6 +75,9 @@ class Session:
         probe.add_server_files(self.resolver.open_files())
         self.thread_name = ThreadNames(probe, pid)
         self.process = target.process_name(pid)
+        # the system tablespace's first file, split by region (read from its own pages)
+        self.regions = system_regions(self.layout)
+        self.regions_split = probe.set_regions(self.regions) if self.regions else False
 
     def new_interval(self) -> None:
         """Names of closed files and of threads are looked up again from now on: a renamed
@@ -83,6 +88,30 @@ class Session:
     def server(self) -> str:
         """The process and its server version, e.g. "mariadbd 11.4.2"."""
         return f"{self.process} {self.layout.version}" if self.layout.version else self.process
+
+
+def system_regions(layout: ServerLayout) -> dict[FileIdentity, RegionMap]:
+    """The regions of the InnoDB system tablespace's first file (the one that holds its
+    fixed pages and the doublewrite buffer), by file identity; {} when it is not found."""
+    name = layout.data_files[0] if layout.data_files else "ibdata1"  # innodb_data_file_path's default
+    home = layout.data_home_dir or layout.datadir
+    path = name if os.path.isabs(name) else os.path.join(home, name) if home else None
+    if path is None:
+        return {}
+    try:
+        st = os.stat(path)
+    except OSError:
+        return {}
+    return {FileIdentity(st.st_dev, st.st_ino): read_regions(path)}
+
+
+def region_notes(session: Session) -> list[str]:
+    """What top says about the regions of ibdata1: where a position was assumed."""
+    return [
+        f"{os.path.basename(m.path)}: {m.assumed}"
+        for m in session.regions.values()
+        if m.assumed and session.regions_split
+    ]
 
 
 @contextlib.contextmanager

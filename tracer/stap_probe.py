@@ -32,6 +32,7 @@ from . import stap_protocol as proto
 from .abi import Api, Op
 from .errors import StapError, UserError
 from .events import EVENT_DTYPE
+from .ibdata_regions import RegionMap
 from .mountinfo import MountTable
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount
 from .stap_compile import MODES, compile_module
@@ -58,6 +59,7 @@ class StapProbe:
     ) -> None:
         """mounts None: read /proc/PID/mountinfo (live). clock_offset_ns: CLOCK_REALTIME
         minus CLOCK_MONOTONIC, to put the scripts' times on the trace's clock (None: now)."""
+        self._regions_asked = False
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}")
         self.pid = pid
@@ -224,7 +226,15 @@ class StapProbe:
 
     def uncounted(self) -> list[str]:
         """io_uring, which the scripts cannot see, is told on stderr when the process uses it."""
-        return ["page cache, writeback, devices and msync are counted by the eBPF backend only, not SystemTap"]
+        out = ["page cache, writeback, devices and msync are counted by the eBPF backend only, not SystemTap"]
+        if self._regions_asked:
+            out.append("ibdata1 regions (doublewrite, system, ...) are split by the eBPF backend only, not SystemTap")
+        return out
+
+    def set_regions(self, files: dict[FileIdentity, RegionMap]) -> bool:
+        """The scripts do not split files by region: said by uncounted()."""
+        self._regions_asked = bool(files)
+        return False
 
     def device_counts(self) -> list[DeviceCount]:
         """The scripts do not trace block devices."""

@@ -17,7 +17,7 @@ from .live import LiveScreen, cbreak, render_totals
 from .model import GROUPS, SERVER_GROUPS, Interval
 from .output import format_groups, write_json, write_text
 from .sampling import IntervalSampler, StopFlag, run_loop
-from .session import open_session
+from .session import open_session, region_notes
 from .units import printable
 from .view import ScreenState
 
@@ -32,6 +32,7 @@ class TopOptions:
     sort: str = "write"
     filters: Filters = field(default_factory=Filters)
     fold_partitions: bool = False
+    fold_regions: bool = False  # ibdata1 as one row, not one per region
     latency: bool = False  # p50 / p99 / max latency columns
     follow: bool = False  # when the server exits, wait for it to restart and go on
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql), sampled each interval
@@ -97,14 +98,14 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     def trace_once(pid: int) -> int:
         with open_session(options.backend, pid, stop=stop.event) as session:
             datadir[0] = session.layout.datadir
-            sampler = IntervalSampler(session, options.fold_partitions)
+            sampler = IntervalSampler(session, options.fold_partitions, options.fold_regions)
             sampler.status = status
             sampler.threads = threads
             page_cache[0] = sink.page_cache = page_cache_counted(session.probe)
             note = mapped_files.redo_note(mapped_files.mapped_redo(pid, session.layout), page_cache[0])
             # what this backend cannot count on this kernel (e.g. io_uring on a kernel whose
             # tracepoints name no request)
-            sink.notes = [n for n in (note, *session.probe.uncounted()) if n]
+            sink.notes = [n for n in (note, *session.probe.uncounted(), *region_notes(session)) if n]
             if options.output != "live":
                 print(f"mysqlio: tracing pid {pid} ({session.process}), Ctrl-C to stop", file=sys.stderr)
                 for limit in sink.notes:

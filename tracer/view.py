@@ -180,8 +180,7 @@ def _server_labels(view: ThreadView | None, group: str) -> tuple[str, str]:
 def group_key(f: FileActivity, group: str) -> list[tuple[str, str, Counts]]:
     """(key, label, counts) of the groups a file's activity belongs to."""
     if group == "file":
-        label = f.path + (" (deleted)" if f.deleted else "")
-        return [(f"{f.file.dev}:{f.file.ino}", label, f)]
+        return [(f.key, f.label, f)]
     if group == "kind":
         return [(f.kind, f.kind, f)]
     if group == "table":
@@ -270,12 +269,12 @@ class ScreenState:
         self._tracks.clear()
 
     def _add_total(self, f: FileActivity) -> None:
-        key = f"{f.file.dev}:{f.file.ino}"
+        key = f.key
         entry = self.totals.get(key)
         if entry is None:
-            entry = self.totals[key] = (f.path, f.kind, Counts())
-        elif entry[0] != f.path:
-            entry = self.totals[key] = (f.path, f.kind, entry[2])
+            entry = self.totals[key] = (f.path + (f" · {f.region}" if f.region else ""), f.kind, Counts())
+        elif not entry[0].startswith(f.path):
+            entry = self.totals[key] = (f.path + (f" · {f.region}" if f.region else ""), f.kind, entry[2])
         entry[2].merge(f)
 
 

@@ -72,6 +72,8 @@ class LiveScreen:
 
     def emit(self, interval: Interval) -> None:
         self._last = interval
+        if interval.server is not None and interval.server.facts is not None:
+            self.bursts.set_facts(interval.server.facts)  # --mysql: trains named by the server
         self.bursts.update(
             interval.time, interval.interval_s, [f for f in interval.files if self.state.filters.keep(f)]
         )

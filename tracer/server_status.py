@@ -37,6 +37,7 @@ import pymysql
 
 from .errors import UserError
 from .mysql_conn import Connector, error_text, query
+from .server_timers import REFRESH_S, ServerFacts, read_facts
 from .units import human_bytes, human_rate
 
 # field -> status variables (first present wins); ("+", a, b) sums several
@@ -86,10 +87,14 @@ class ServerStatus:
     counters: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(COUNTERS))
     rates: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(COUNTERS))
     error: str | None = None
+    # the server's timer settings and events as last read (server_timers, every REFRESH_S);
+    # `facts_new`: first given, or changed, with this sample (to_json then carries them)
+    facts: ServerFacts | None = None
+    facts_new: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Stable field names: time, interval_s, error, gauges{...}, counters{...}, rates{... per second}."""
-        return {
+        out: dict[str, Any] = {
             "time": round(self.time, 6),
             "interval_s": None if self.interval_s is None else round(self.interval_s, 6),
             "error": self.error,
@@ -97,6 +102,9 @@ class ServerStatus:
             "counters": dict(self.counters),
             "rates": {k: None if v is None else round(v, 3) for k, v in self.rates.items()},
         }
+        if self.facts_new and self.facts is not None:
+            out["facts"] = self.facts.to_json()  # server_timers.ServerFacts, when new or changed
+        return out
 
     def summary(self) -> str:
         """One line for `top`, e.g. 'server: dirty 1,234 pages · checkpoint age 12.3MiB (15%) · ...'."""
@@ -153,13 +161,34 @@ class StatusSampler:
         self._conn: pymysql.connections.Connection | None = None
         self._use_metrics: bool | None = None  # decided on the first good sample
         self._last: tuple[float, dict[str, int | None]] | None = None
+        self._facts: ServerFacts | None = None
+        self._facts_at = -REFRESH_S  # clock() of the last read
+        self._facts_given: ServerFacts | None = None  # the facts the previous sample gave
 
     @classmethod
     def open(cls, connector: Connector) -> StatusSampler:
-        """Connect now, so bad credentials fail at start-up with one line (UserError)."""
+        """Connect now, so bad credentials fail at start-up with one line (UserError),
+        and read the server's timer settings and events once."""
         sampler = cls(connector)
         sampler._conn = connector.open()
+        with contextlib.suppress(pymysql.MySQLError, OSError):  # else the first sample tries again
+            sampler._refresh_facts(sampler._conn)
         return sampler
+
+    @property
+    def facts(self) -> ServerFacts | None:
+        """The server's timer settings and events as last read (None: not yet)."""
+        return self._facts
+
+    def _refresh_facts(self, conn: pymysql.connections.Connection) -> None:
+        """Read the settings and events again when REFRESH_S have passed (in the worker)."""
+        now = self._clock()
+        if self._facts is not None and now - self._facts_at < REFRESH_S:
+            return
+        facts = read_facts(conn)
+        self._facts_at = now
+        if facts != self._facts:
+            self._facts = facts
 
     @property
     def describe(self) -> str:
@@ -176,12 +205,14 @@ class StatusSampler:
                 self._conn = self._connector.open()
                 self._last = None  # counters may have restarted with the server
             status, metrics = self._read(self._conn)
+            self._refresh_facts(self._conn)
         except (pymysql.MySQLError, OSError, UserError) as exc:
             self.close()
             self._last = None
             return ServerStatus(time=now_wall, error=_one_line(exc))
         now = self._clock()
-        out = ServerStatus(time=now_wall)
+        out = ServerStatus(time=now_wall, facts=self._facts, facts_new=self._facts is not self._facts_given)
+        self._facts_given = self._facts
         for name, sources in GAUGES.items():
             out.gauges[name] = _pick(sources, status, metrics)
         for name, sources in COUNTERS.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from .explain import explain
 from .find import SeriesBursts, find_bursts
 from .rules import BATCH, METRONOME_MIN, METRONOME_NOISE, SIZE_SNR, TWIN_TOL, Rules
 from .train import BYTE_METRICS, METRICS, Burst, Series, Train
+
+if TYPE_CHECKING:
+    from ..server_timers import ServerFacts
 
 
 def metronome_runs(counts: np.ndarray) -> list[tuple[int, int]]:
@@ -167,13 +171,17 @@ def pair_twins(trains: Iterable[Train]) -> None:
             t.explanation = explain(t)
 
 
-def detect(series: Series | Iterable[Series], rules: Rules = BATCH) -> list[Train]:
-    """All trains of all series, most confident first."""
+def detect(series: Series | Iterable[Series], rules: Rules = BATCH, facts: ServerFacts | None = None) -> list[Train]:
+    """All trains of all series, most confident first; explained with the server's facts
+    when given (record --mysql: server_timers.ServerFacts)."""
     if isinstance(series, Series):
         series = [series]
     out: list[Train] = []
     for s in series:
         out += detect_series(s, rules)
     pair_twins(out)
+    if facts is not None:
+        for t in out:
+            t.explanation = explain(t, facts)
     out.sort(key=lambda t: (-t.confidence, t.file, t.metric, t.first_s))
     return out

@@ -8,9 +8,14 @@ other period is "unknown" (a writeback train says only what made the kernel writ
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..units import human_bytes, printable
+from .server_causes import generic_ok, server_cause
 from .train import Train
+
+if TYPE_CHECKING:
+    from ..server_timers import ServerFacts
 
 EXPLAIN_TOL = 0.15  # a known timer matches within +-15 % of its period
 
@@ -78,17 +83,29 @@ def _what(kind: str, metric: str, request_size: int | None) -> str | None:
     return None
 
 
-def _why(kind: str, metric: str, period_s: float) -> str | None:
-    """The known timer of this kind of file at this period."""
+def _why(kind: str, metric: str, period_s: float, facts: ServerFacts | None = None) -> str | None:
+    """The known timer of this kind of file at this period (with the server's facts: only
+    those its settings do not contradict, server_causes.generic_ok)."""
+    if not generic_ok(kind, metric, facts):
+        return None
     for kinds, m, period, text in _TIMERS:
         if kind in kinds and metric == m and abs(period_s - period) <= EXPLAIN_TOL * period:
             return text
     return None
 
 
-def cause(kind: str, metric: str, period_s: float, request_size: int | None = None) -> str:
-    """What and why, as far as the facts go; "unknown" otherwise."""
-    what, why = _what(kind, metric, request_size), _why(kind, metric, period_s)
+def cause(
+    kind: str,
+    metric: str,
+    period_s: float,
+    request_size: int | None = None,
+    facts: ServerFacts | None = None,
+    server_why: str | None = None,
+) -> str:
+    """What and why, as far as the facts go; "unknown" otherwise. `server_why`: the
+    server's own cause (server_causes.server_cause), before any generic timer."""
+    what = _what(kind, metric, request_size)
+    why = server_why or _why(kind, metric, period_s, facts)
     if what and why:
         return f"{what} ({why})"
     if what:
@@ -107,15 +124,15 @@ def human_size(n: float) -> str:
     return human_bytes(n)
 
 
-def writeback_why(kind: str, by: str | None, period_s: float) -> str | None:
+def writeback_why(kind: str, by: str | None, period_s: float, facts: ServerFacts | None = None) -> str | None:
     """Why the kernel writes a file back at this period: the flusher's timers, or the
     server's timer of the sync (or write) that made it write; None: no known timer."""
     if by == "flusher_periodic":
         return next((why for lo, hi, why in _FLUSHER_TIMERS if lo <= period_s <= hi), None)
     if by in _SYNC_BY:
-        return _why(kind, "sync", period_s)
+        return _why(kind, "sync", period_s, facts)
     if by in _WRITE_BY:
-        return _why(kind, "write", period_s)
+        return _why(kind, "write", period_s, facts)
     return None
 
 
@@ -126,16 +143,18 @@ def human_period(period_s: float) -> str:
     return f"every {shown} s"
 
 
-def explain(t: Train) -> str:
-    """One line: file · what · how often → cause (or "unknown")."""
+def explain(t: Train, facts: ServerFacts | None = None) -> str:
+    """One line: file · what · how often → cause (or "unknown"). With the server's
+    facts (--mysql), what the server says comes first (server_causes)."""
     name = printable(os.path.basename(t.file) or t.file)
+    server_why = server_cause(t, facts) if facts is not None else None
     if t.metric == "writeback":
         what = f"{name}: {human_size(t.bytes_per_burst)} written back every {t.period_s:.1f} s"
         if t.writeback_by:
             what += f" by {WRITEBACK_BY_TEXT.get(t.writeback_by, t.writeback_by)}"
         if t.twin == "write":
             what += ", the disk's spike of its writes"
-        why = writeback_why(t.kind, t.writeback_by, t.period_s)
+        why = server_why or writeback_why(t.kind, t.writeback_by, t.period_s, facts)
         return f"{what} → {why}" if why else what
     if t.metric == "sync":
         what = f"{name} {t.sync_call} {human_period(t.period_s)}"
@@ -143,4 +162,4 @@ def explain(t: Train) -> str:
         size = f"{human_size(t.typical_request_size)} writes" if t.typical_request_size else "writes"
         count = f"{t.ops_per_burst} × " if t.ops_per_burst > 1 else ""
         what = f"{name} · {count}{size} · {human_period(t.period_s)}"
-    return f"{what} → {cause(t.kind, t.metric, t.period_s, t.typical_request_size)}"
+    return f"{what} → {cause(t.kind, t.metric, t.period_s, t.typical_request_size, facts, server_why)}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from .rules import (
 )
 from .train import BYTE_METRICS, SYNC_CALLS, Train
 
+if TYPE_CHECKING:
+    from ..server_timers import ServerFacts
+
 
 @dataclass
 class _LiveBurst:
@@ -47,6 +50,22 @@ class _LiveBurst:
     prominence: float = 0.0
     open: bool = True
     causes: dict[str, float] | None = None  # writeback: bytes by what made the kernel write them
+
+
+def banner_order(trains: Iterable[Train]) -> list[Train]:
+    """Trains as the banner ranks them: most bytes per period first (what each burst adds:
+    a 4 MiB MyISAM train before a 4 KiB Aria one), then the sync trains (no bytes), most
+    syncs per period first; ties by confidence, then file and metric."""
+    return sorted(
+        trains,
+        key=lambda t: (
+            -t.bytes_per_burst,
+            -(t.ops_per_burst if t.metric == "sync" else 0),
+            -t.confidence,
+            t.file,
+            t.metric,
+        ),
+    )
 
 
 def _field(f: Any, name: str, default: Any = None) -> Any:
@@ -119,6 +138,12 @@ class BurstTracker:
         self._r = 1.0
         self._t_start: float | None = None
         self._t_end = 0.0
+        self.facts: ServerFacts | None = None  # the server's settings and events (--mysql): explain()
+
+    def set_facts(self, facts: ServerFacts | None) -> None:
+        """What the server says about its timers (server_timers.ServerFacts, --mysql): the
+        trains are explained with it from now on (bursts.server_causes)."""
+        self.facts = facts
 
     # ---- input
 
@@ -199,7 +224,11 @@ class BurstTracker:
         return self.active_trains()
 
     def feed(self, interval: Any) -> list[Train]:
-        """One `model.Interval` (its `time` is the end of the interval)."""
+        """One `model.Interval` (its `time` is the end of the interval); the server's facts
+        it carries (--mysql: `interval.server.facts`) explain the trains."""
+        facts = getattr(getattr(interval, "server", None), "facts", None)
+        if facts is not None:
+            self.set_facts(facts)
         return self.update(interval.time, interval.interval_s, interval.files)
 
     def feed_json(self, obj: dict[str, Any]) -> list[Train]:
@@ -210,11 +239,14 @@ class BurstTracker:
 
     def active_trains(self) -> list[Train]:
         pair_twins(self._active.values())  # a file's write and writeback trains of one period
+        if self.facts is not None:  # what the server says (explain() is cheap: no I/O)
+            for t in self._active.values():
+                t.explanation = explain(t, self.facts)
         return sorted(self._active.values(), key=lambda t: (-t.confidence, t.file, t.metric))
 
     def banner(self) -> str | None:
-        """One line for the screen: the most confident train, and how many more."""
-        trains = self.active_trains()
+        """One line for the screen: the train of the most bytes per period, and how many more."""
+        trains = banner_order(self.active_trains())
         if not trains:
             return None
         more = f"  (+{len(trains) - 1} more)" if len(trains) > 1 else ""

@@ -6,7 +6,9 @@ exit, Ctrl-C included: no stray mariadbd, no leftover datadir.
 The load is sysbench oltp_write_only at a steady rate, plus a periodic burst:
 every BURST_PERIOD_S s a MariaDB event rewrites a MyISAM table
 (`mysqlio.devtools.workload.PeriodicBulkWriter`), about 4 MiB into its .MYD file, so the
-periodic banner of `top` names it after three bursts.
+periodic banner of `top` shows it after three bursts. `top` runs as with `--mysql` (over
+the sandbox's socket): the banner names the train after the event itself
+("event mysqlio_demo.bulk_load_every_n_s (every 5 s, writes mysqlio_demo.bulk_load)").
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..mysql_conn import ConnectionOptions, Connector
+from ..server_status import StatusSampler
 from ..top import TopOptions, run_top
 from .mariadb import MariaDB, MariaDBOptions
 from .sysbench import Sysbench
@@ -43,7 +47,9 @@ def run_demo(interval_s: float, count: int, output: str) -> int:
             print(f"mysqlio demo: sysbench oltp_write_only at {LOAD_RATE} tx/s; Ctrl-C ends the demo", file=sys.stderr)
             burst_file = os.path.relpath(writer.data_file, db.datadir)
             print(f"mysqlio demo: periodic burst: {writer.describe()}, into {burst_file}", file=sys.stderr)
-            return run_top(TopOptions(pid=db.pid, interval_s=interval_s, count=count, output=output))
+            # --mysql: the server's counters, and its events and settings name the trains
+            status = StatusSampler.open(Connector.resolve(ConnectionOptions(), db.pid))
+            return run_top(TopOptions(pid=db.pid, interval_s=interval_s, count=count, output=output, status=status))
         finally:
             # the event goes with the server: nothing to drop
             bench.stop()

@@ -13,6 +13,7 @@ from ..events import OP_NAMES
 from ..filters import Filters
 from ..model import COUNTER_FIELDS, GROUPS, SERVER_GROUPS
 from ..server_threads import ThreadSample
+from ..server_timers import facts_in_samples
 from ..thread_attribution import Timeline
 from ..trace import TraceReader
 from ..trace_counts import Grow, SecondRows, SecondSeries, count
@@ -156,7 +157,11 @@ def build_report(
         total=kind_agg.total(),
         busiest=busiest,
         per_second=per_second_rows,
-        bursts=detect(burst_series.series(dec)) if burst_series is not None else None,
+        bursts=(
+            detect(burst_series.series(dec), facts=facts_in_samples(reader.server_status))
+            if burst_series is not None
+            else None
+        ),
         gaps=list(reader.gaps),
         server_status=list(reader.server_status),
         devices=device_totals(reader.devices, filters),

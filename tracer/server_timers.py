@@ -1,0 +1,246 @@
+"""What the server says about its own timers (`--mysql`, read-only): the settings that make
+I/O periodic and the event scheduler's recurring jobs, as `ServerFacts`.
+
+`read_facts(conn)` runs two read-only queries on the existing connection
+(mysql_conn.query): SHOW GLOBAL VARIABLES for `VARIABLES` (a server without one simply
+lacks it: MySQL has no Aria) and information_schema.EVENTS (only the events the user
+may see; the server's other events are then unknown, never guessed). A failing EVENTS
+query leaves `events` empty with `events_error` set; the variables still count.
+
+An event counts when it is ENABLED and RECURRING; its period is INTERVAL_VALUE in
+INTERVAL_FIELD (SECOND, MINUTE, HOUR, DAY, WEEK and the composite DAY_SECOND,
+HOUR_MINUTE, MINUTE_SECOND, ...; MONTH, QUARTER and YEAR have no fixed length: None).
+The tables it touches come from EVENT_DEFINITION by `event_tables()`: a deliberately
+simple scan, after string literals and comments are removed, for the identifier (`t`,
+`s.t`, backquoted or not) that follows INSERT / REPLACE ... INTO, UPDATE, DELETE ... FROM,
+TRUNCATE [TABLE] and TABLE (CREATE / ALTER / OPTIMIZE ... TABLE): written; and FROM,
+JOIN: read. Unqualified names are in EVENT_SCHEMA. Not followed: procedures it CALLs,
+views, triggers, prepared (dynamic) SQL; `SELECT ... INTO var` reads as a table `var`
+(which no file then matches).
+
+The pure matching of a train to these facts is bursts.server_causes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+from .mysql_conn import error_text, query
+
+# the settings that make a server's I/O periodic (and what the explanations quote)
+VARIABLES = (
+    "version",
+    "datadir",
+    "innodb_flush_log_at_trx_commit",
+    "innodb_flush_log_at_timeout",
+    "innodb_io_capacity",
+    "innodb_io_capacity_max",
+    "innodb_adaptive_flushing",
+    "innodb_adaptive_flushing_lwm",
+    "innodb_max_dirty_pages_pct",
+    "innodb_max_dirty_pages_pct_lwm",
+    "innodb_doublewrite",
+    "aria_checkpoint_interval",
+    "event_scheduler",
+    "sync_binlog",
+    "flush_time",
+)
+REFRESH_S = 60.0  # the settings are read again this often (SET GLOBAL changes them)
+
+_UNIT_S = {"DAY": 86400.0, "HOUR": 3600.0, "MINUTE": 60.0, "SECOND": 1.0, "MICROSECOND": 1e-6}
+_UNITS = list(_UNIT_S)
+
+
+@dataclass(frozen=True)
+class ServerEvent:
+    """One recurring event the scheduler runs."""
+
+    schema: str
+    name: str
+    interval_s: float | None  # None: no fixed length (MONTH, QUARTER, YEAR)
+    writes: tuple[str, ...] = ()  # "schema.table" its definition writes
+    reads: tuple[str, ...] = ()  # ... and reads
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "name": self.name,
+            "interval_s": self.interval_s,
+            "writes": list(self.writes),
+            "reads": list(self.reads),
+        }
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """The server's timer settings (`variables`, lower-case names, values as the server
+    gives them) and its recurring events."""
+
+    variables: dict[str, str] = field(default_factory=dict)
+    events: tuple[ServerEvent, ...] = ()
+    events_error: str | None = None  # EVENTS could not be read: the events are unknown
+
+    def text(self, name: str) -> str | None:
+        return self.variables.get(name)
+
+    def number(self, name: str) -> float | None:
+        try:
+            return float(self.variables[name])
+        except (KeyError, ValueError):
+            return None
+
+    def on(self, name: str) -> bool | None:
+        """A boolean setting: ON / 1 / YES -> True, OFF / 0 / NO -> False, else None."""
+        value = (self.variables.get(name) or "").upper()
+        return True if value in ("ON", "1", "YES") else False if value in ("OFF", "0", "NO") else None
+
+    @property
+    def scheduler_on(self) -> bool:
+        return (self.text("event_scheduler") or "").upper() in ("ON", "1")
+
+    @property
+    def datadir(self) -> str | None:
+        d = self.text("datadir")
+        return os.path.normpath(d) if d else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variables": dict(self.variables),
+            "events": [e.to_json() for e in self.events],
+            "events_error": self.events_error,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ServerFacts | None:
+        """From `to_json()` (a trace's metadata); None when it is not that shape."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("variables"), dict):
+            return None
+        events = []
+        for e in obj.get("events") or []:
+            if not isinstance(e, dict) or not isinstance(e.get("schema"), str) or not isinstance(e.get("name"), str):
+                continue
+            interval = e.get("interval_s")
+            events.append(
+                ServerEvent(
+                    e["schema"],
+                    e["name"],
+                    float(interval) if isinstance(interval, (int, float)) else None,
+                    tuple(str(x) for x in e.get("writes") or ()),
+                    tuple(str(x) for x in e.get("reads") or ()),
+                )
+            )
+        error = obj.get("events_error")
+        variables = {str(k): str(v) for k, v in obj["variables"].items() if v is not None}
+        return cls(variables, tuple(events), error if isinstance(error, str) else None)
+
+
+def facts_in_samples(samples: list[dict[str, Any]]) -> ServerFacts | None:
+    """The last facts a trace's server status samples carry (record --mysql stores them
+    with the first sample and whenever they change); None: recorded without them."""
+    for sample in reversed(samples):
+        facts = ServerFacts.from_json(sample.get("facts")) if isinstance(sample, dict) else None
+        if facts is not None:
+            return facts
+    return None
+
+
+def interval_seconds(value: Any, unit: Any) -> float | None:
+    """INTERVAL_VALUE in INTERVAL_FIELD as seconds: ('5', 'SECOND') -> 5.0,
+    ('1:30', 'MINUTE_SECOND') -> 90.0; None for MONTH, QUARTER, YEAR (or junk). Missing
+    leading parts of a composite value are left out on the left, as MySQL reads them."""
+    unit = str(unit or "").upper()
+    if unit == "WEEK":
+        unit, scale = "DAY", 7.0
+    else:
+        scale = 1.0
+    first, _, last = unit.partition("_")
+    last = last or first
+    if first not in _UNIT_S or last not in _UNIT_S or _UNITS.index(first) > _UNITS.index(last):
+        return None
+    parts = _UNITS[_UNITS.index(first) : _UNITS.index(last) + 1]
+    numbers = re.findall(r"\d+", str(value or ""))
+    if not numbers or len(numbers) > len(parts):
+        return None
+    parts = parts[len(parts) - len(numbers) :]
+    seconds = sum(int(n) * _UNIT_S[p] for n, p in zip(numbers, parts, strict=True)) * scale
+    return seconds if seconds > 0 else None
+
+
+_IDENT = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_NAME = rf"(?P<name>{_IDENT}(?:\s*\.\s*{_IDENT})?)"
+_WRITE_KW = (
+    r"DELETE(?:\s+(?:LOW_PRIORITY|QUICK|IGNORE))*\s+FROM"
+    r"|(?:INSERT|REPLACE)(?:\s+(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE))*\s+INTO"
+    r"|INTO|UPDATE(?:\s+(?:LOW_PRIORITY|IGNORE))*|TRUNCATE(?:\s+TABLE)?"
+    r"|TABLE(?:\s+IF\s+(?:NOT\s+)?EXISTS)?"
+)
+_TABLE_AFTER = re.compile(rf"\b(?:(?P<w>{_WRITE_KW})|(?P<r>FROM|JOIN))\s+{_NAME}", re.IGNORECASE)
+_NOISE = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.|\"\")*\"|/\*.*?\*/|(?:--\s|#)[^\n]*", re.DOTALL)
+_NOT_TABLES = frozenset({"SELECT", "DUAL", "OUTFILE", "DUMPFILE", "IF", "SET", "VALUES", "LATERAL", "WITH"})
+
+
+def _unquote(ident: str) -> str:
+    return ident[1:-1].replace("``", "`") if ident.startswith("`") else ident
+
+
+def event_tables(definition: str, schema: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(written, read) tables, as "schema.table", named in an event's definition (see the
+    module's docstring for what this simple scan sees); unqualified names are in `schema`."""
+    text = _NOISE.sub(" ", definition or "")
+    written: list[str] = []
+    read: list[str] = []
+    for m in _TABLE_AFTER.finditer(text):
+        parts = [_unquote(p.strip()) for p in re.findall(_IDENT, m["name"])]
+        if parts[0].upper() in _NOT_TABLES:
+            continue
+        name = ".".join(parts) if len(parts) == 2 else f"{schema}.{parts[0]}"
+        out = written if m["w"] else read
+        if name not in out:
+            out.append(name)
+    return tuple(written), tuple(x for x in read if x not in written)
+
+
+def _event(row: dict[str, Any]) -> ServerEvent | None:
+    keys = {str(k).upper(): v for k, v in row.items()}
+    if str(keys.get("STATUS", "")).upper() != "ENABLED" or str(keys.get("EVENT_TYPE", "")).upper() != "RECURRING":
+        return None
+    schema = str(keys["EVENT_SCHEMA"])
+    writes, reads = event_tables(str(keys.get("EVENT_DEFINITION") or ""), schema)
+    interval = interval_seconds(keys.get("INTERVAL_VALUE"), keys.get("INTERVAL_FIELD"))
+    return ServerEvent(schema, str(keys["EVENT_NAME"]), interval, writes, reads)
+
+
+def read_facts(conn: pymysql.connections.Connection) -> ServerFacts:
+    """The settings and recurring events of the server behind `conn` (two queries).
+    A connection error raises (the caller reconnects); EVENTS refused or missing
+    leaves the events unknown (`events_error`)."""
+    names = ", ".join(f"'{n}'" for n in VARIABLES)
+    rows = query(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    variables = {str(r["Variable_name"]).lower(): str(r["Value"]) for r in rows if r["Value"] is not None}
+    events: list[ServerEvent] = []
+    error = None
+    try:
+        rows = query(
+            conn,
+            "SELECT EVENT_SCHEMA, EVENT_NAME, STATUS, EVENT_TYPE, INTERVAL_VALUE, INTERVAL_FIELD, "
+            "EVENT_DEFINITION FROM information_schema.EVENTS ORDER BY EVENT_SCHEMA, EVENT_NAME",
+        )
+    except (pymysql.err.OperationalError, pymysql.err.ProgrammingError, pymysql.err.InternalError) as exc:
+        if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] >= 2000:
+            raise  # the connection itself (CR_* client errors): the caller reconnects
+        error = f"information_schema.EVENTS: {error_text(exc)}"
+        rows = []
+    for row in rows:
+        e = _event(row)
+        if e is not None:
+            events.append(e)
+    return ServerFacts(variables, tuple(events), error)

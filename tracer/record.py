@@ -27,7 +27,7 @@ from .follow import trace_following
 from .layout import read_layout
 from .probe import EventReader, FileIdentity, lost_events
 from .sampling import StopFlag
-from .session import KERNEL_THREAD, KERNEL_TID, Session, open_session
+from .session import KERNEL_THREAD, KERNEL_TID, Session, open_session, system_regions
 from .trace import FileInfo, TraceMeta, TraceWriter, file_keys
 from .units import human_bytes
 
@@ -163,6 +163,8 @@ def run_record(options: RecordOptions) -> int:
         start_wall=time.time(),
         start_mono_ns=time.monotonic_ns(),
         command=options.command,
+        # ibdata1's regions, for report to split its events by offset
+        regions=[{"dev": f.dev, "ino": f.ino, **m.to_json()} for f, m in system_regions(layout).items()],
     )
     # the output is created before the probes load: an unwritable path fails first
     writer = TraceWriter(options.output, meta)

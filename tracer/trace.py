@@ -26,6 +26,7 @@ closed cleanly from one whose writer died.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import pyarrow.ipc as ipc
 
 from .errors import UserError
 from .events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
+from .ibdata_regions import RegionMap
 from .probe import dev_from_kernel, dev_label
 
 FORMAT_VERSION = 1
@@ -93,6 +95,20 @@ class TraceMeta:
     start_mono_ns: int  # CLOCK_MONOTONIC ns at start (the clock of the events' ts_ns)
     command: str  # the command line that recorded it
     format_version: int = FORMAT_VERSION
+    # ibdata1's regions: [{"dev": st_dev, "ino": ino, **RegionMap.to_json()}] (traces
+    # recorded before have none: their ibdata1 is one row)
+    regions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def region_maps(self) -> dict[tuple[int, int], RegionMap]:
+        """(st_dev, ino) -> the regions of that file, as recorded."""
+        out = {}
+        for r in self.regions:
+            if isinstance(r, dict) and isinstance(r.get("dev"), int) and isinstance(r.get("ino"), int):
+                try:
+                    out[(r["dev"], r["ino"])] = RegionMap.from_json(r)
+                except (KeyError, TypeError, ValueError):  # a damaged entry: that file stays whole
+                    continue
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TraceMeta:

@@ -12,9 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .abi import Op, Region
 from .errors import UserError
 from .events import API_NAMES, BY_NAMES, OP_NAMES
 from .filters import Filters
+from .ibdata_regions import RegionMap
 
 _MAX_TRACE_S = 366 * 86400.0  # a year of recording
 
@@ -73,6 +75,7 @@ class Events:
     deleted: np.ndarray  # bool
     dev: np.ndarray  # uint64 st_dev
     ino: np.ndarray  # uint64
+    region: np.ndarray  # int64 abi.Region of the event's first byte (0 NONE: not a region file, or no offset)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -94,8 +97,9 @@ class Decoder:
     """Turns record batches into `Events`, mapping dictionary indices to global ids
     and applying the filters (time range, kinds, path regex)."""
 
-    def __init__(self, filters: Filters | None = None) -> None:
+    def __init__(self, filters: Filters | None = None, regions: dict[tuple[int, int], RegionMap] | None = None) -> None:
         self.filters = filters or Filters()
+        self.regions = regions or {}  # (st_dev, ino) -> the file's regions (TraceMeta.region_maps)
         self.paths = Strings()
         self.kinds = Strings()
         self.tables = Strings()
@@ -148,10 +152,24 @@ class Decoder:
             deleted=_np(col("deleted")),
             dev=_np(col("dev")),
             ino=_np(col("ino")),
+            region=self._regions(op, _np(col("dev")), _np(col("ino")), _np(col("offset"))),
         )
         if keep is not None and not keep.all():
             ev = Events(**{name: value[keep] for name, value in vars(ev).items()})
         return ev
+
+    def _regions(self, op: np.ndarray, dev: np.ndarray, ino: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        """Each event's region: that of its first byte, for the reads and writes of a
+        region file (as the kernel does it for `top`); NONE for everything else."""
+        region = np.zeros(len(op), np.int64)
+        for (d, i), regions in self.regions.items():
+            mine = (dev == d) & (ino == i) & ((op == int(Op.WRITE)) | (op == int(Op.READ))) & (offset >= 0)
+            if not mine.any():
+                continue
+            region[mine] = int(Region.SYSTEM)
+            for r in regions.ranges:
+                region[mine & (offset >= r.start) & (offset < r.end)] = int(r.region)
+        return region
 
     def _keep(self, t: np.ndarray, path: np.ndarray, kind: np.ndarray) -> np.ndarray | None:
         f = self.filters

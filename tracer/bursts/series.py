@@ -162,7 +162,7 @@ def trains_from_trace(
 ) -> list[Train]:
     """Read a trace (`trace.TraceReader`) and find its trains; times are seconds
     since the start of the trace."""
-    dec = Decoder(filters)
+    dec = Decoder(filters, reader.meta.region_maps())
     builder = SeriesBuilder(resolution_s, sync_resolution_s)
     for batch in reader.batches():
         builder.add(dec.decode(batch), dec)

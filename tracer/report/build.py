@@ -61,7 +61,7 @@ def build_report(
     if group not in GROUPS:
         raise ValueError(f"unknown group {group}")
     filters = filters or Filters()
-    dec = Decoder(filters)
+    dec = Decoder(filters, reader.meta.region_maps())
     keys = GroupKeys(group, dec, thread_timeline(reader.path, group) if group in SERVER_GROUPS else None)
     kind_keys = keys if group == "kind" else GroupKeys("kind", dec)
     agg = GroupAgg()

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..abi import LATENCY_UNKNOWN
+from ..abi import LATENCY_UNKNOWN, Region
 from ..events import API_NAMES
+from ..ibdata_regions import region_name
 from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
 from ..model import COUNTER_FIELDS, PAGE_CACHE_OPS, SERVER_GROUPS
 from ..thread_attribution import Timeline
@@ -16,6 +17,7 @@ from ..trace_counts import Grow, count, dense_unique, latency_class
 from ..trace_events import Decoder, Events
 from .model import GroupRow, Stats
 
+_NREGIONS = len(Region)
 KERNEL_TID = 0  # session.KERNEL_TID: page-cache writeback of no thread of the server
 
 # op codes from here on are the page cache's (abi.Op.DIRTY, WRITEBACK)
@@ -102,6 +104,7 @@ class GroupKeys:
         self.dec = dec
         self.timeline = timeline  # user, connection, query: the server's view of the threads
         self.labels: dict[str, str] = {}  # their keys' labels
+        self.regions: dict[str, str] = {}  # file group: the keys that are a region of a file
         self.ids: dict[Any, int] = {}
         self.keys: list[Any] = []
         # attributes of the last event seen in each group
@@ -113,8 +116,8 @@ class GroupKeys:
         return len(self.keys)
 
     def gids(self, ev: Events) -> np.ndarray:
-        if self.group == "file":
-            raw, size = ev.path, len(self.dec.paths.values)
+        if self.group == "file":  # a file, or a region of it (ibdata1)
+            raw, size = ev.path * _NREGIONS + ev.region, len(self.dec.paths.values) * _NREGIONS
         elif self.group == "kind":
             raw, size = ev.kind, len(self.dec.kinds.values)
         elif self.group == "table":
@@ -145,7 +148,11 @@ class GroupKeys:
 
     def _key(self, raw: int) -> Any:
         if self.group == "file":
-            return self.dec.paths.values[raw]
+            path, region = self.dec.paths.values[raw // _NREGIONS], region_name(raw % _NREGIONS)
+            if region:
+                self.regions[f"{path} · {region}"] = region
+                return f"{path} · {region}"
+            return path
         if self.group == "kind":
             return self.dec.kinds.values[raw]
         if self.group == "table":
@@ -193,6 +200,7 @@ class GroupKeys:
                 deleted=bool(attr["deleted"] > 0),
                 dev=attr["dev"],
                 ino=attr["ino"],
+                region=self.regions.get(self.keys[g], ""),
             )
         if self.group == "kind":
             return GroupRow(label=self.keys[g], kind=self.keys[g], stats=stats)

@@ -55,11 +55,13 @@ class GroupRow:
     ino: int | None = None
     tid: int | None = None
     thread: str | None = None
+    region: str = ""  # file group: the region of the file (ibdata1) the row is; "" the whole file
 
     def to_json(self, group: str) -> dict[str, Any]:
         if group == "file":
             head: dict[str, Any] = {
-                "path": self.label,
+                "path": self.label[: -len(f" · {self.region}")] if self.region else self.label,
+                "region": self.region,
                 "kind": self.kind,
                 "table": self.table,
                 "deleted": self.deleted,

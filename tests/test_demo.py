@@ -12,6 +12,9 @@ import psutil
 import pytest
 
 from mysqlio.devtools.demo import BURST_PERIOD_S, BURST_SCHEMA, BURST_TABLE, FIRST_BURST_DELAY_S
+from mysqlio.devtools.workload import PeriodicBulkWriter
+
+BURST_EVENT = PeriodicBulkWriter.event  # the event's name (the writer's default)
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 
@@ -61,6 +64,10 @@ def test_demo_shows_the_periodic_burst_and_cleans_up(bpf_ready: None) -> None:
     assert (
         last["explanation"].startswith(f"{BURST_TABLE}.MYD · ") and f"every {BURST_PERIOD_S} s" in last["explanation"]
     )
+    # the demo's top runs with --mysql: the job is named after its event, from the first time it shows
+    event = f"event {BURST_SCHEMA}.{BURST_EVENT} (every {BURST_PERIOD_S} s, writes {BURST_SCHEMA}.{BURST_TABLE})"
+    assert {t["explanation"].split(" → ")[1] for _, t in shown} == {event}
+    assert all(obj["server"]["error"] is None for obj in intervals[1:]), "the server's status did not answer"
 
     assert _servers() <= before_servers, "demo left a mariadbd running"
     assert _sandbox_dirs() <= before_dirs, "demo left its temp dir"

@@ -55,17 +55,19 @@ class _LiveBurst:
 def banner_order(trains: Iterable[Train]) -> list[Train]:
     """Trains as the banner ranks them: most bytes per period first (what each burst adds:
     a 4 MiB MyISAM train before a 4 KiB Aria one), then the sync trains (no bytes), most
-    syncs per period first; ties by confidence, then file and metric."""
-    return sorted(
-        trains,
-        key=lambda t: (
-            -t.bytes_per_burst,
-            -(t.ops_per_burst if t.metric == "sync" else 0),
-            -t.confidence,
-            t.file,
-            t.metric,
-        ),
-    )
+    syncs per period first; ties by confidence, then file and metric. A writeback train
+    that is the disk's spike of a write train (`twin`) comes right after that train: the
+    same bytes, rounded up to pages, and the writes say more about their cause."""
+    trains = list(trains)
+    written = {t.file: t.bytes_per_burst for t in trains if t.metric == "write" and t.twin == "writeback"}
+
+    def key(t: Train) -> tuple[float, int, float, float, str, str]:
+        spike = t.metric == "writeback" and t.twin == "write" and t.file in written
+        nbytes = written[t.file] if spike else t.bytes_per_burst
+        syncs = t.ops_per_burst if t.metric == "sync" else 0
+        return (-nbytes, int(spike), -syncs, -t.confidence, t.file, t.metric)
+
+    return sorted(trains, key=key)
 
 
 def _field(f: Any, name: str, default: Any = None) -> Any:

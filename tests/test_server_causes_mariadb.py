@@ -1,0 +1,210 @@
+"""Trains named by the server itself (--mysql), end to end on a real MariaDB.
+
+One sandbox with innodb_flush_log_at_trx_commit=2 under a steady sysbench load (commits
+do not sync the redo log; InnoDB syncs it once every innodb_flush_log_at_timeout = 1 s),
+and the periodic job of the demo: a MariaDB event that rewrites a MyISAM table every
+PERIOD_S s (devtools.workload.PeriodicBulkWriter). `top --json --mysql` watches it all
+and `record --mysql` records the job's runs; the truths:
+
+- the job's .MYD train is named after the event, with its period and table, both live
+  (top) and in the trace (report, from the facts record stored with its status samples);
+  it leads the banner (the most bytes per period; the job's Aria record of each run in
+  mysql.event is 4 KiB);
+- the redo log's 1 s fdatasync train in the trace is named after the server's
+  innodb_flush_log_at_trx_commit=2 and innodb_flush_log_at_timeout;
+- what the server said is what it has: the facts read back from the status samples hold
+  the event with its interval and the tables its definition writes and reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from mysqlio.bursts.live import banner_order
+from mysqlio.bursts.train import Train
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import attached_line, report_json
+from mysqlio.devtools.workload import PeriodicBulkWriter
+from mysqlio.server_timers import facts_in_samples
+
+pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
+
+PERIOD_S = 4
+RUNS = 6
+TOP_INTERVAL_S = 0.25
+RATE = 150
+SCHEMA, TABLE = "causes", "bulk"
+ATTACH_S = 10  # the job's first run this long after CREATE EVENT
+
+
+class _Top:
+    """`mysqlio top --json --mysql` in the background, its intervals read as they come (a
+    reader thread: the pipe never fills)."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mysqlio", "top", "-p", str(pid), "--json", "--mysql", "-i", str(TOP_INTERVAL_S)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.intervals: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.intervals.append(json.loads(line))
+
+    def wait_first(self, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.intervals:
+            assert self.proc.poll() is None, f"mysqlio top exited {self.proc.returncode}: {self.stop()}"
+            assert time.monotonic() < deadline, "mysqlio top printed nothing"
+            time.sleep(0.05)
+
+    def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._thread.join(timeout=5)  # the reader thread alone reads stdout, to its end
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+
+def _start_record(pid: int, trace: str) -> subprocess.Popen[str]:
+    """`mysqlio record --mysql`, once it records (its notes about the server come first)."""
+    rec = subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", "record", "-p", str(pid), "-o", trace, "--mysql"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert rec.stderr is not None
+    lines = [attached_line(rec.stderr)]
+    while not lines[-1].startswith("mysqlio: recording pid") and len(lines) < 5:
+        lines.append(attached_line(rec.stderr))
+    assert lines[-1].startswith("mysqlio: recording pid"), lines
+    return rec
+
+
+@pytest.fixture(scope="module")
+def run(bpf_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    trace = str(tmp_path_factory.mktemp("server_causes") / "job.trace")
+    options = MariaDBOptions(
+        sync_binlog=1,
+        redo_log_mb=256,
+        extra={
+            "innodb_flush_log_at_trx_commit": "2",
+            "innodb_max_dirty_pages_pct": "90",  # the page cleaner idle: no page trains
+            "innodb_max_dirty_pages_pct_lwm": "0",
+        },
+    )
+    with MariaDB(options) as db:
+        bench = Sysbench(db, tables=2, table_size=10000, threads=2)
+        writer = PeriodicBulkWriter(db, period_s=PERIOD_S, schema=SCHEMA, table=TABLE)
+        top = None
+        try:
+            bench.prepare()
+            writer.create_table()
+            bench.start(600, rate=RATE)
+            # the event exists before the tracers start (they read the events at start, then
+            # every server_timers.REFRESH_S); its first run once both are attached
+            first = writer.start(delay_s=ATTACH_S)
+            top = _Top(db.pid)
+            top.wait_first()
+            rec = _start_record(db.pid, trace)
+            assert time.time() < first - 0.5, "the tracers took longer than ATTACH_S to attach"
+            time.sleep(max(0.0, first + (RUNS - 1) * PERIOD_S + 1.5 - time.time()))
+            rec.send_signal(signal.SIGINT)
+            _, err = rec.communicate(timeout=60)
+            assert rec.returncode == 0, err
+            writer.stop()
+            err = top.stop()
+            assert top.proc.returncode == 0, err
+            truth = {
+                "burst_bytes": writer.burst_bytes(),
+                "burst_writes": writer.burst_writes(),
+                "trx_commit": db.sql("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")[0][0],
+            }
+        finally:
+            if top is not None:
+                top.stop()
+            bench.stop()
+        report = report_json(trace)
+        return {
+            "intervals": top.intervals,
+            "report": report,
+            "data_file": writer.data_file,
+            "event": f"{SCHEMA}.{writer.event}",
+            **truth,
+        }
+
+
+def _named(event: str) -> str:
+    return f"event {event} (every {PERIOD_S} s, writes {SCHEMA}.{TABLE})"
+
+
+def test_the_server_facts_as_read(run: dict[str, Any]) -> None:
+    facts = facts_in_samples(run["report"]["server_status"])
+    assert facts is not None, "record --mysql stored no facts"
+    assert facts.text("innodb_flush_log_at_trx_commit") == run["trx_commit"] == "2"
+    assert facts.scheduler_on
+    (event,) = [e for e in facts.events if e.qualified == run["event"]]
+    assert event.interval_s == PERIOD_S
+    assert event.writes == (f"{SCHEMA}.{TABLE}",)
+    assert event.reads == (f"{SCHEMA}.seq_1_to_4000",)
+
+
+def test_top_names_the_job_after_its_event_and_leads_the_banner_with_it(run: dict[str, Any]) -> None:
+    mine = [
+        (obj, t)
+        for obj in run["intervals"]
+        for t in obj["bursts"]
+        if t["file"] == run["data_file"] and t["metric"] == "write"
+    ]
+    assert mine, "top never showed the job's train"
+    obj, last = mine[-1]
+    assert last["bytes_per_burst"] == run["burst_bytes"] and last["ops_per_burst"] == run["burst_writes"]
+    expected = f"{TABLE}.MYD · {run['burst_writes']} × 128 KiB writes · every {PERIOD_S} s → {_named(run['event'])}"
+    assert {t["explanation"] for _, t in mine} == {expected}
+    print(f"\ntop: {expected}; beside it: {[t['explanation'] for t in obj['bursts'] if t is not last]}")
+    # the banner's first train, by the banner's own order, in every interval that shows the job
+    for obj, _ in mine:
+        trains = [Train(**{k: v for k, v in x.items() if k in Train.__dataclass_fields__}) for x in obj["bursts"]]
+        assert banner_order(trains)[0].explanation == expected, [x.explanation for x in banner_order(trains)]
+
+
+def test_report_names_the_job_and_the_redo_sync_from_the_trace(run: dict[str, Any]) -> None:
+    bursts = run["report"]["bursts"]
+    print("\nreport: " + "\n        ".join(t["explanation"] for t in bursts))
+    (job,) = [t for t in bursts if t["file"] == run["data_file"] and t["metric"] == "write"]
+    assert job["bytes_per_burst"] == run["burst_bytes"] and job["bursts"] == RUNS
+    assert job["explanation"].endswith(f"→ {_named(run['event'])}")
+    # the redo log's syncs once a second, and the pages they write back (by fdatasync)
+    redo = [t for t in bursts if os.path.basename(t["file"]) == "ib_logfile0"]
+    assert {t["metric"] for t in redo} <= {"sync", "writeback"}, [t["explanation"] for t in bursts]
+    (t,) = [t for t in redo if t["metric"] == "sync"]
+    assert abs(t["period_s"] - 1) <= 0.05 and t["bursts"] >= (RUNS - 1) * PERIOD_S - 2, t
+    why = (
+        "innodb_flush_log_at_trx_commit=2: the redo log is synced every innodb_flush_log_at_timeout=1 s, not at commit"
+    )
+    assert t["explanation"] == f"ib_logfile0 fdatasync once a second → {why}"
+    for wb in redo:
+        assert wb["metric"] == "sync" or (wb["writeback_by"] == "fdatasync" and wb["explanation"].endswith(why)), wb

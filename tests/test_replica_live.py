@@ -22,7 +22,13 @@ MariaDB 10.11 names none of its threads (every /proc/PID/task/*/comm is
 "mariadbd"), so the replica threads are told apart by performance_schema.threads:
 the test maps THREAD_OS_ID -> NAME itself and checks that every relay-log write
 comes from the thread named thread/sql/slave_io (it receives events from the
-primary) and every relay-log read from thread/sql/slave_sql (it applies them).
+primary) and every relay-log read from thread/sql/slave_sql (it applies them), or,
+with slave_parallel_threads=2, from a worker (thread/sql/rpl_parallel_thread) that
+re-reads a transaction it retries; the workers then commit (write the redo log) and
+the SQL thread does not.
+
+Three modes: MASTER_USE_GTID=slave_pos, a binlog file and offset (MASTER_USE_GTID=no:
+master.info is rewritten per event), and GTID with two parallel workers.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ COMMON = {"innodb_stats_auto_recalc": "OFF"}
 REPLICA = {**COMMON, "max_relay_log_size": "1M", "relay_log_purge": "OFF"}
 REPLICATION_KINDS = ("relay_log", "relay_index", "replication_info")
 IO_THREAD, SQL_THREAD = "thread/sql/slave_io", "thread/sql/slave_sql"
+WORKER_THREAD = "thread/sql/rpl_parallel_thread"  # slave_parallel_threads > 0
 
 
 @dataclass
@@ -59,18 +66,24 @@ class Pair:
     replica: MariaDB
     bench: Sysbench
     gtid: bool
+    workers: int  # slave_parallel_threads
 
 
-@pytest.fixture(params=("gtid", "binlog_pos"))
+# mode -> (MASTER_USE_GTID=slave_pos, slave_parallel_threads)
+MODES = {"gtid": (True, 0), "binlog_pos": (False, 0), "gtid_parallel": (True, 2)}
+
+
+@pytest.fixture(params=MODES)
 def pair(request: pytest.FixtureRequest) -> Iterator[Pair]:
+    gtid, workers = MODES[request.param]
     primary_opts = MariaDBOptions(extra=COMMON)
-    replica_opts = MariaDBOptions(log_bin=False, extra=REPLICA)
-    with replica_pair(primary_opts, replica_opts, gtid=request.param == "gtid") as (primary, replica):
+    replica_opts = MariaDBOptions(log_bin=False, extra={**REPLICA, "slave_parallel_threads": str(workers)})
+    with replica_pair(primary_opts, replica_opts, gtid=gtid) as (primary, replica):
         bench = Sysbench(primary, tables=TABLES, table_size=TABLE_SIZE, threads=2)
         try:
             bench.prepare()  # replicated: the replica creates the same tables
             wait_caught_up(primary, replica)
-            yield Pair(primary, replica, bench, request.param == "gtid")
+            yield Pair(primary, replica, bench, gtid, workers)
         finally:
             bench.stop()
 
@@ -135,6 +148,7 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     s0 = _quiet_snapshot(pair)
     relay_before = sorted(n for n in os.listdir(datadir) if n.startswith("mysqld-relay-bin.0"))
 
+    retried_before = replica.status("Slave_retried_transactions")
     top = start_top(replica.pid, interval_s=INTERVAL_S)
     assert top.stdout is not None
     traced = Traced()
@@ -161,6 +175,9 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     names = _os_thread_names(replica)
     io_tid = next(tid for tid, name in names.items() if name == IO_THREAD)
     sql_tid = next(tid for tid, name in names.items() if name == SQL_THREAD)
+    workers = {tid for tid, name in names.items() if name == WORKER_THREAD}
+    assert len(workers) == pair.workers, f"slave_parallel_threads={pair.workers}: {names}"
+    retried = pair.replica.status("Slave_retried_transactions") - retried_before
 
     relay_logs = sorted(p for p in pfs if os.path.basename(p).startswith("mysqld-relay-bin.0"))
     master_info = os.path.join(datadir, "master.info")
@@ -174,11 +191,17 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     for path in sorted(expected):
         want, got = pfs.get(path, FileIo()), traced.files.get(path, FileIo())
         threads = {
-            names.get(tid, traced.thread_names.get(tid, "?")): io for tid, io in traced.by_thread.get(path, {}).items()
+            f"{names.get(tid, traced.thread_names.get(tid, '?'))} [{tid}]": io
+            for tid, io in traced.by_thread.get(path, {}).items()
         }
         rows.append(f"{os.path.relpath(path, datadir):26} {traced.kinds.get(path, '-'):17} pfs {want} mysqlio {got}")
         rows.append(f"{'':26} by thread: {threads}")
-    print(f"\nrelay logs before the window {relay_before}; replica status {_positions(replica)}\n" + "\n".join(rows))
+    redo_by = traced.by_thread[os.path.join(datadir, "ib_logfile0")]
+    redo = {f"{names.get(t, '?')} [{t}]": io for t, io in redo_by.items()}
+    print(
+        f"\nrelay logs before the window {relay_before}; replica status {_positions(replica)}; "
+        f"{retried} transactions retried\n" + "\n".join(rows) + f"\nib_logfile0 by thread: {redo}"
+    )
 
     # the load rotated the relay log (max_relay_log_size=1M): several relay logs written in the window
     assert len(relay_logs) >= 2, f"relay logs written in the window: {relay_logs}"
@@ -190,8 +213,12 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
         # counts: the server's read cache reads with MY_FULL_IO, so its last my_read() of the file
         # is a short read followed by a read that returns 0 (end of file): two system calls,
         # one performance_schema read (strace of thread/sql/slave_sql shows both). Bytes are exact.
-        finished = kind == "relay_log" and path != relay_logs[-1]
-        assert got == replace(want, read_ops=want.read_ops + finished), f"{path}: mysqlio {got} != pfs {want}"
+        # With parallel replication a worker retrying a transaction (a conflict in optimistic
+        # mode) re-reads its events from the relay log, and may end at the file's end the same way.
+        finished = int(kind == "relay_log" and path != relay_logs[-1])
+        worker_reads = sum(io.read_ops for tid, io in traced.by_thread.get(path, {}).items() if tid in workers)
+        assert replace(got, read_ops=want.read_ops) == want, f"{path}: mysqlio {got} != pfs {want}"
+        assert finished <= got.read_ops - want.read_ops <= finished + worker_reads, f"{path}: {got} / pfs {want}"
     if pair.gtid:  # the position is in mysql.gtid_slave_pos: master.info is not rewritten per event
         assert master_info not in pfs and not traced.files.get(master_info)
     # At each rotation the I/O thread writes the new relay log's name to a register file,
@@ -200,7 +227,7 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     index, register = os.path.join(datadir, "mysqld-relay-bin.index"), os.path.join(datadir, "mysqld-relay-bin.~rec~")
     assert register not in pfs and traced.kinds.get(register) == "relay_index" and traced.deleted[register]
     assert traced.files[register] == FileIo(pfs[index].write_bytes, pfs[index].write_ops, 0, 0)
-    assert set(traced.by_thread[register]) == {io_tid}
+    assert {tid for tid, io in traced.by_thread[register].items() if io} == {io_tid}
     # every replication file the server touched in the window was compared, nothing else got its kinds
     touched = {p for p, k in traced.kinds.items() if k in REPLICATION_KINDS and traced.files[p]}
     assert touched == {*expected, register}, sorted(touched ^ {*expected, register})
@@ -211,16 +238,23 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
         writers = {tid for tid, io in by.items() if io.write_ops}
         readers = {tid for tid, io in by.items() if io.read_ops}
         assert writers <= {io_tid}, f"{path} written by {[names.get(t, t) for t in writers]}"
-        assert readers <= {sql_tid}, f"{path} read by {[names.get(t, t) for t in readers]}"
-    assert sum(traced.by_thread[p].get(io_tid, FileIo()).write_bytes for p in relay_logs) == sum(
-        pfs[p].write_bytes for p in relay_logs
-    )
-    assert sum(traced.by_thread[p].get(sql_tid, FileIo()).read_bytes for p in relay_logs) == sum(
-        pfs[p].read_bytes for p in relay_logs
-    )
+        assert readers <= {sql_tid, *workers}, f"{path} read by {[names.get(t, t) for t in readers]}"
+    written = sum(traced.by_thread[p].get(io_tid, FileIo()).write_bytes for p in relay_logs)
+    read_by_sql = sum(traced.by_thread[p].get(sql_tid, FileIo()).read_bytes for p in relay_logs)
+    read_by_workers = sum(traced.by_thread[p].get(t, FileIo()).read_bytes for p in relay_logs for t in workers)
+    assert written == sum(pfs[p].write_bytes for p in relay_logs)
+    assert read_by_sql + read_by_workers == sum(pfs[p].read_bytes for p in relay_logs)
+    assert retried > 0 or read_by_workers == 0  # workers read the relay log only to retry
     if not pair.gtid:
         by = traced.by_thread[master_info]
         assert {tid for tid, io in by.items() if io} == {io_tid}  # the I/O thread's position
+    # who applies: the SQL thread commits (its redo-log writes), or with parallel replication the
+    # workers do and the SQL thread only hands them the events
+    applier_redo = {tid: redo_by.get(tid, FileIo()).write_ops for tid in (sql_tid, *workers)}
+    if workers:
+        assert applier_redo[sql_tid] == 0 and sum(applier_redo.values()) > 0, redo
+    else:
+        assert applier_redo[sql_tid] > 0, redo
     relay_info = traced.by_thread[os.path.join(datadir, "relay-log.info")]
     assert {tid for tid, io in relay_info.items() if io} == {sql_tid}  # the SQL thread's position
 

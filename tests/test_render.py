@@ -270,3 +270,36 @@ def test_devices_the_server_writes_to_come_first() -> None:
     idle = _device("vdc", 3, (0, 0), (0, 0))
     assert [d.name for d in device_rates([busy_other, idle, server_disk], 1.0)] == ["vdb", "vda"]
     assert [d.name for d in device_rates([busy_other, server_disk], 1.0, most=1)] == ["vdb"]
+
+
+def _user_screen(width: int, group: str) -> str:
+    """Rows by the server's view of each thread (--mysql): bob's sysbench writes the redo
+    log, binary log and tables, alice's sort its tmp file, the page cleaner the rest."""
+    from mysqlio.thread_attribution import KERNEL_VIEW, ThreadView
+
+    bob = ThreadView("bob@localhost", "conn 8 bob@localhost", "COMMIT", "d1", "k1", 8, "sbtest")
+    alice = ThreadView("alice@localhost", "conn 7 alice@localhost", "SELECT SQL_BIG_RESULT `pad` , COUNT ( * ) …")
+    cleaner = ThreadView("(background)", "page cleaner", "(background)")
+    base = _base()[:4]
+    base.append(_file(16, "../tmp/MYfd=58 (deleted)", "tmp", 9_437_184, 144, tid=200))
+    base.append(_file(17, "sbtest/sbtest2.ibd", "table", 524_288, 32, tid=300))
+    views = {100: bob, 200: alice, 300: cleaner, 0: KERNEL_VIEW}
+    for f in base:
+        for t in f.threads.values():
+            t.server = views[t.tid]
+    state = ScreenState(group=group)
+    rows = state.update(_interval(base))
+    header = Header(4242, "MariaDB 10.11.19", 4.0, 1.0, 13.2e6, 0.0, 425, 0, group, "write", DATADIR)
+    console = Console(width=width, force_terminal=True, color_system=None, record=True, legacy_windows=False)
+    console.print(render_screen(header, rows, width))
+    return console.export_text()
+
+
+@pytest.mark.parametrize(("width", "group"), [(80, "user"), (160, "user"), (160, "query")])
+def test_screen_by_user_and_query_snapshot(width: int, group: str) -> None:
+    text = _user_screen(width, group)
+    snap = SNAPSHOTS / f"top_{group}_{width}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        snap.write_text(text)
+    assert text == snap.read_text()
+    assert max(len(line) for line in text.splitlines()) <= width

@@ -222,6 +222,7 @@ class ScreenState:
         self.lost_events += interval.lost_events
         secs = interval.interval_s or 1.0
         current: dict[str, tuple[str, str, Counts, dict[str, Histogram]]] = {}
+        kinds: dict[str, dict[str, int]] = {}  # user, connection, query: bytes by file kind
         for f in interval.files:
             self._add_total(f)
             if not self.filters.keep(f):
@@ -231,12 +232,17 @@ class ScreenState:
                     kind = self.group if self.group in THREAD_GROUPS else f.kind
                     current[key] = (label, kind, Counts(), {})
                 current[key][2].merge(counts)
+                if self.group in SERVER_GROUPS:
+                    by_kind = kinds.setdefault(key, {})
+                    by_kind[f.kind] = by_kind.get(f.kind, 0) + counts.write_bytes + counts.read_bytes
                 if self.group not in THREAD_GROUPS:  # histograms are per file, not per thread
                     _merge_latency(current[key][3], f.latency)
         rows = []
         for key, (label, kind, counts, latency) in current.items():
+            if key in kinds:  # the kind of file a user, connection or query moved the most bytes of
+                kind = max(kinds[key].items(), key=lambda kv: (kv[1], kv[0]))[0]
             track = self._tracks.setdefault(key, _Track(kind, label))
-            track.label, track.quiet_for = label, 0
+            track.label, track.kind, track.quiet_for = label, kind, 0
             track.history.append(counts.write_bytes / secs)
             track.wback_history.append(counts.writeback_bytes / secs)
             row = _row(key, track, counts, secs)

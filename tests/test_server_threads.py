@@ -16,30 +16,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pymysql
 import pytest
 
+from mysqlio.devtools import two_users
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
-from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import assert_one_line_error
+from mysqlio.devtools.two_users import ALICE, BOB
+from mysqlio.mysql_conn import ConnectionOptions, Connector
+from mysqlio.server_threads import ThreadSample, ThreadSampler
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.usefixtures("bpf_ready")]
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
-ALICE, BOB, PASSWORD = "alice", "bob", "secret-1"
 LOAD_S = 8
-# the spilling query: a sort of 120k rows of 100 bytes with a 32 KiB sort buffer (merge files in tmpdir)
-SPILL_SQL = "SELECT SQL_BIG_RESULT pad, COUNT(*) FROM big GROUP BY pad HAVING COUNT(*) > 1"
-CONSUMERS = {
-    "performance_schema_consumer_events_statements_current": "ON",
-    "performance_schema_consumer_events_statements_history": "ON",
-}
 
 
 @dataclass
@@ -49,21 +44,10 @@ class Run:
     digest: str
     threads: dict[int, tuple[str, str]]  # tid -> (TYPE, NAME) per performance_schema
     alice_queries: int
+    samples: list[ThreadSample]  # taken by the test itself under the load
+    costs_ms: list[float]  # how long each of those took
     stderr: str
     shares: dict[str, Any] = field(default_factory=dict)
-
-
-def _spill_loop(db: MariaDB, stop: threading.Event, done: list[int]) -> None:
-    conn = pymysql.connect(unix_socket=db.socket, user=ALICE, password=PASSWORD, database="alice_db")
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION sort_buffer_size = 32768")
-            while not stop.is_set():
-                cur.execute(SPILL_SQL)
-                cur.fetchall()
-                done[0] += 1
-    finally:
-        conn.close()
 
 
 def _pfs_threads(db: MariaDB) -> dict[int, tuple[str, str]]:
@@ -71,19 +55,27 @@ def _pfs_threads(db: MariaDB) -> dict[int, tuple[str, str]]:
     return {int(tid): (kind, name) for tid, kind, name in rows}
 
 
+def _sample_directly(db: MariaDB, count: int = 8) -> tuple[list[ThreadSample], list[float]]:
+    """ThreadSampler's own samples at 4 Hz under the load, and what each cost (ms)."""
+    sampler = ThreadSampler.open(Connector.resolve(ConnectionOptions(socket=db.socket, user="root"), db.pid))
+    samples, costs = [], []
+    try:
+        assert sampler.problems() == [], sampler.problems()
+        for _ in range(count):
+            start = time.perf_counter()
+            samples.append(sampler.sample())
+            costs.append(1000 * (time.perf_counter() - start))
+            time.sleep(0.25)
+    finally:
+        sampler.close()
+    return samples, costs
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     tmp = tmp_path_factory.mktemp("threads")
-    with MariaDB(MariaDBOptions(extra=CONSUMERS)) as db:
-        db.sql(
-            f"CREATE DATABASE alice_db; CREATE TABLE alice_db.big (id INT PRIMARY KEY, pad CHAR(100)) ENGINE=InnoDB;"
-            " INSERT INTO alice_db.big SELECT seq, CONCAT(MD5(seq), MD5(seq + 1), MD5(seq + 2), 'x')"
-            " FROM alice_db.seq_1_to_120000;"
-            f" CREATE USER {ALICE}@localhost IDENTIFIED BY '{PASSWORD}'; GRANT SELECT ON alice_db.* TO {ALICE}@localhost;"
-            f" CREATE USER {BOB}@localhost IDENTIFIED BY '{PASSWORD}'; GRANT ALL ON sbtest.* TO {BOB}@localhost"
-        )
-        bench = Sysbench(db, tables=2, table_size=10000, threads=2, user=BOB, password=PASSWORD)
-        bench.prepare()
+    with MariaDB(two_users.options()) as db:
+        bench = two_users.setup(db)
         db.wait_clean()
         trace = str(tmp / "t.mio")
         common = ["-p", str(db.pid), "--mysql"]
@@ -96,18 +88,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         record = subprocess.Popen(
             [*MYSQLIO, "record", *common, "-o", trace, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        stop, done = threading.Event(), [0]
+        spill = None
         try:
             time.sleep(2)  # both attached
-            spill = threading.Thread(target=_spill_loop, args=(db, stop, done))
-            spill.start()
+            spill = two_users.Spiller(db)
             bench.start(LOAD_S)
             time.sleep(LOAD_S / 2)
             threads = _pfs_threads(db)  # while every connection is there
+            samples, costs = _sample_directly(db)
             bench.wait(LOAD_S + 30)
             threads.update(_pfs_threads(db))
-            stop.set()
-            spill.join(60)
+            queries = spill.stop()
             time.sleep(1.5)
             threads.update(_pfs_threads(db))
             digest = db.sql(
@@ -115,7 +106,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                 " WHERE DIGEST_TEXT LIKE 'SELECT SQL_BIG_RESULT%'"
             )[0][0]
         finally:
-            stop.set()
+            if spill is not None:
+                spill.stop()
             for proc in (top, record):
                 proc.send_signal(2)
             bench.stop()
@@ -141,7 +133,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             reports=reports,
             digest=digest,
             threads=threads,
-            alice_queries=done[0],
+            alice_queries=queries,
+            samples=samples,
+            costs_ms=costs,
             stderr=top_err + rec_err,
         )
 
@@ -171,8 +165,19 @@ def test_tmp_bytes_go_to_alice_and_her_query(run: Run) -> None:
     users = _top_bytes(run, "tmp", "user")
     assert sum(users.values()) > 1 << 20, f"the query did not spill to tmpdir: {users}"
     assert _share(users, f"{ALICE}@localhost") >= 0.99, users
-    digests = _top_bytes(run, "tmp", "digest")
-    assert _share(digests, run.digest) >= 0.99, digests
+    run.shares["top tmp by user"] = users
+    # a query is keyed by its normalised text, the same while it runs (no digest yet) and after
+    queries = _top_bytes(run, "tmp", "query_key")
+    keys = {
+        t["query_key"]
+        for i in run.top
+        for f in i["files"]
+        for t in f["threads"]
+        if t.get("digest") == run.digest and t["write_bytes"]
+    }
+    assert len(keys) == 1, keys
+    assert _share(queries, keys.pop()) >= 0.99, queries
+    run.shares["top tmp by query"] = queries
 
 
 def test_binlog_and_redo_of_connection_threads_go_to_bob(run: Run) -> None:
@@ -180,7 +185,8 @@ def test_binlog_and_redo_of_connection_threads_go_to_bob(run: Run) -> None:
         users = _top_bytes(run, kind, "user", connection_threads_only=True)
         assert _share(users, f"{BOB}@localhost") >= 0.99, (kind, users)
         assert users.get(f"{ALICE}@localhost", 0) == 0, (kind, users)
-        run.shares[kind] = users
+        run.shares[f"top {kind} by user, connection threads"] = users
+        run.shares[f"top {kind} by user, all threads"] = _top_bytes(run, kind, "user")
 
 
 def test_background_threads_are_never_a_users(run: Run) -> None:
@@ -213,9 +219,71 @@ def test_report_group_user_and_query(run: Run) -> None:
     queries = _report_bytes(run.reports["tmp_query"], "query")
     spill = [q for q in queries if q.startswith("SELECT SQL_BIG_RESULT")]
     assert len(spill) == 1 and _share(queries, spill[0]) >= 0.99, queries
+    run.shares["report tmp by user"] = tmp
+    run.shares["report tmp by query"] = queries
     for kind in ("binlog", "redo"):
         by_user = _report_bytes(run.reports[f"{kind}_user"], "user")
         connections = {u: b for u, b in by_user.items() if not u.startswith("(")}
         assert _share(connections, f"{BOB}@localhost") >= 0.99, (kind, by_user)
         assert connections.get(f"{ALICE}@localhost", 0) == 0, (kind, by_user)
         run.shares[f"report {kind}"] = by_user
+
+
+def test_samples_name_alice_bob_and_the_background(run: Run) -> None:
+    """The sampler's own view under the load: alice's sort running (its text and, once one
+    has ended, its digest), bob's connections, the page cleaner as a background thread.
+    What each sample cost is printed (pytest -s): a few ms."""
+    assert all(s.error is None for s in run.samples), [s.error for s in run.samples]
+    threads = {t.tid: t for s in run.samples for t in s.threads or ()}
+    users = {t.user for t in threads.values() if not t.background}
+    assert {ALICE, BOB} <= users, users
+    assert any(t.background and t.name == "thread/innodb/page_cleaner_thread" for t in threads.values())
+    assert not any(t.user for t in threads.values() if t.background)
+    spill = [st for s in run.samples for st in s.statements if st.text.startswith("SELECT SQL_BIG_RESULT")]
+    assert spill and {st.digest for st in spill} <= {run.digest, None} and run.digest in {st.digest for st in spill}
+    costs = sorted(run.costs_ms)
+    print(f"\nThreadSampler.sample() under load: median {costs[len(costs) // 2]:.1f} ms, max {costs[-1]:.1f} ms")
+    print(f"shares: {json.dumps(run.shares)}")
+
+
+@pytest.fixture(scope="module")
+def pfs_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MariaDB, str]]:
+    tmp = tmp_path_factory.mktemp("pfs_off")
+    with MariaDB(MariaDBOptions(performance_schema=False)) as db:
+        trace = str(tmp / "plain.mio")
+        subprocess.run([*MYSQLIO, "record", "-p", str(db.pid), "-o", trace, "-d", "1", "-q"], check=True, timeout=60)
+        yield db, trace
+
+
+def test_group_user_without_mysql_is_a_usage_error(pfs_off: tuple[MariaDB, str]) -> None:
+    db, trace = pfs_off
+    top = subprocess.run(
+        [*MYSQLIO, "top", "-p", str(db.pid), "--json", "-n", "1", "--group", "user"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line_error(top, "--group user needs --mysql")
+    report = subprocess.run([*MYSQLIO, "report", trace, "--group", "query"], capture_output=True, text=True)
+    assert_one_line_error(report, "--group query", "no samples of the server's threads", "without --mysql")
+
+
+def test_performance_schema_off_is_said_in_one_line(pfs_off: tuple[MariaDB, str]) -> None:
+    """--mysql on a server with performance_schema=OFF: one line says so, the files are
+    still traced, and thread rows carry no user."""
+    db, _ = pfs_off
+    top = subprocess.run(
+        [*MYSQLIO, "top", "-p", str(db.pid), "--json", "-i", "0.5", "-n", "2", "--group", "user", "--mysql"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert top.returncode == 0, top.stderr
+    said = [line for line in top.stderr.splitlines() if "performance_schema" in line]
+    assert said == [
+        "mysqlio: --group user needs performance_schema=ON with its thread and statement consumers: "
+        "the server has performance_schema=OFF"
+    ], top.stderr
+    intervals = [json.loads(line) for line in top.stdout.splitlines()]
+    assert len(intervals) == 2 and all("server" in i for i in intervals)
+    assert all("user" not in t for i in intervals for f in i["files"] for t in f["threads"])

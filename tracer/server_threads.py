@@ -14,10 +14,12 @@ through the sample itself: the running statement with the latest TIMER_END is th
 sampler's own SELECT, whose TIMER_END is "now" on the server when the caller's clock
 read the time just before sending it (a few hundred microseconds apart on a socket).
 
-A running statement has no digest yet (the server computes it at the end). Its text
-is SQL_TEXT with literals replaced by '?', and the digest is filled in from earlier
-executions of the same text once one has ended. The text shown is DIGEST_TEXT where
-there is one, shortened to `TEXT_CHARS`.
+A running statement has no digest yet (the server computes it at the end), so a query
+is known by its own key: a hash of SQL_TEXT with literals replaced by '?' and spaces
+collapsed (the same while it runs and after it ended, so a long query is one row from
+its start). Its digest is filled in from earlier executions of the same text once one
+has ended. The text shown is DIGEST_TEXT where there is one, else that normalised
+SQL_TEXT, shortened to `TEXT_CHARS`.
 
 What performance_schema cannot give (off, consumers off, no privilege) is found once at
 open: `problems()` says it in one line, and `sample()` returns what is available.
@@ -27,6 +29,7 @@ open: `problems()` says it in one line, and `sample()` returns what is available
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -139,15 +142,22 @@ class Statement:
     end: float | None
     digest: str | None
     text: str  # DIGEST_TEXT, else the normalised SQL_TEXT; shortened
+    key: str = ""  # query_key() of its SQL_TEXT: the same while it runs and after it ended
 
     def to_row(self) -> list[Any]:
         end = None if self.end is None else round(self.end, 6)
-        return [self.tid, self.event_id, round(self.start, 6), end, self.digest, self.text]
+        return [self.tid, self.event_id, round(self.start, 6), end, self.digest, self.text, self.key]
 
     @classmethod
     def from_row(cls, row: list[Any]) -> Statement:
-        tid, event_id, start, end, digest, text = row
-        return cls(int(tid), int(event_id), float(start), None if end is None else float(end), digest, str(text))
+        tid, event_id, start, end, digest, text, key = row
+        end_t = None if end is None else float(end)
+        return cls(int(tid), int(event_id), float(start), end_t, digest, str(text), str(key))
+
+
+def query_key(normalised: str) -> str:
+    """A query's key: 16 hex digits of the SHA-1 of its normalised text (no text kept)."""
+    return hashlib.sha1(normalised.encode(), usedforsecurity=False).hexdigest()[:16]
 
 
 @dataclass
@@ -331,12 +341,14 @@ class ThreadSampler:
         text = digest_text or normal
         if not text:
             return None
+        key = query_key(normal) if normal else f"digest:{digest}" if digest else query_key(str(text))
 
         def at(ps: Any) -> float:
             return now + (int(ps) - now_ps) / _PS_PER_S
 
         end = None if running else at(r["TIMER_END"]) if r["TIMER_END"] is not None else None
-        return Statement(thread.tid, int(r["EVENT_ID"]), at(r["TIMER_START"]), end, digest, shorten_text(str(text)))
+        start = at(r["TIMER_START"])
+        return Statement(thread.tid, int(r["EVENT_ID"]), start, end, digest, shorten_text(str(text)), key)
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

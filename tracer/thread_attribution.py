@@ -46,13 +46,14 @@ class ThreadView:
     connection: str
     query: str
     digest: str | None = None
+    query_key: str | None = None  # server_threads.query_key of the statement
     connection_id: int | None = None
     db: str | None = None
     server_thread: str | None = None  # performance_schema NAME
 
     def key(self, group: str) -> str:
         if group == "query":
-            return f"digest:{self.digest}" if self.digest else f"text:{self.query}"
+            return self.query_key or self.query
         return str(getattr(self, group))
 
     def label(self, group: str) -> str:
@@ -66,6 +67,7 @@ class ThreadView:
             "db": self.db,
             "query": self.query,
             "digest": self.digest,
+            "query_key": self.query_key,
             "server_thread": self.server_thread,
         }
 
@@ -87,10 +89,10 @@ def _identity(thread: ServerThread | None) -> tuple[str, str, ThreadView | None]
 
 
 class _Span:
-    __slots__ = ("digest", "end", "start", "text")
+    __slots__ = ("digest", "end", "key", "start", "text")
 
-    def __init__(self, start: float, end: float, digest: str | None, text: str) -> None:
-        self.start, self.end, self.digest, self.text = start, end, digest, text
+    def __init__(self, start: float, end: float, digest: str | None, text: str, key: str) -> None:
+        self.start, self.end, self.digest, self.text, self.key = start, end, digest, text, key
 
 
 class Timeline:
@@ -121,7 +123,7 @@ class Timeline:
             end = stmt.end if stmt.end is not None else sample.time
             span = self._spans.get(key)
             if span is None:
-                self._spans[key] = _Span(stmt.start, end, stmt.digest, stmt.text)
+                self._spans[key] = _Span(stmt.start, end, stmt.digest, stmt.text, stmt.key)
                 continue
             span.end = end if stmt.end is not None else max(span.end, end)
             if stmt.digest:
@@ -175,6 +177,7 @@ class Timeline:
             connection=conn,
             query=best.text if best else NO_STATEMENT,
             digest=best.digest if best else None,
+            query_key=best.key if best else None,
             connection_id=thread.connection_id,
             db=thread.db,
             server_thread=thread.name,
@@ -229,5 +232,5 @@ class Timeline:
             out[mask & ~inside] = none
             for s in np.unique(at[mask & inside]).tolist():
                 span = spans[s]
-                out[mask & inside & (at == s)] = code(ThreadView(user, conn, span.text, span.digest))
+                out[mask & inside & (at == s)] = code(ThreadView(user, conn, span.text, span.digest, span.key))
         return out

@@ -26,6 +26,7 @@ from .bursts.train import Train
 from .errors import UserError
 from .filters import Filters
 from .model import COUNTER_FIELDS
+from .server_timers import facts_in_samples
 from .trace import TraceMeta, TraceReader, open_private
 from .trace_counts import SecondRows, SecondSeries, count
 from .trace_events import Decoder, Events
@@ -112,7 +113,7 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
         sync_ops=syncs,
         writeback_bytes=per_sec[:, _WRITEBACK_COLUMN].copy(),
         truncated=reader.truncated,
-        trains=detect(burst_series.series(dec)),
+        trains=detect(burst_series.series(dec), facts=facts_in_samples(reader.server_status)),
     )
 
 

@@ -123,6 +123,8 @@ class Traced:
     deleted: dict[str, bool] = field(default_factory=dict)
     by_thread: dict[str, dict[int, FileIo]] = field(default_factory=dict)
     thread_names: dict[int, str] = field(default_factory=dict)
+    # tid -> (performance_schema NAME, connection label) as mysqlio's --mysql view gives them
+    server_views: dict[int, set[tuple[str | None, str | None]]] = field(default_factory=dict)
     lost_events: int = 0
 
     def add(self, obj: dict[str, Any]) -> None:
@@ -135,6 +137,9 @@ class Traced:
             threads = self.by_thread.setdefault(path, {})
             for t in f["threads"]:
                 self.thread_names[t["tid"]] = t["name"]
+                if _io(t):
+                    view = (t.get("server_thread"), t.get("connection"))
+                    self.server_views.setdefault(t["tid"], set()).add(view)
                 threads[t["tid"]] = threads.get(t["tid"], FileIo()) + _io(t)
 
 
@@ -149,7 +154,7 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     relay_before = sorted(n for n in os.listdir(datadir) if n.startswith("mysqld-relay-bin.0"))
 
     retried_before = replica.status("Slave_retried_transactions")
-    top = start_top(replica.pid, interval_s=INTERVAL_S)
+    top = start_top(replica.pid, interval_s=INTERVAL_S, extra=["--mysql"])
     assert top.stdout is not None
     traced = Traced()
     try:
@@ -200,7 +205,10 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     redo = {f"{names.get(t, '?')} [{t}]": io for t, io in redo_by.items()}
     print(
         f"\nrelay logs before the window {relay_before}; replica status {_positions(replica)}; "
-        f"{retried} transactions retried\n" + "\n".join(rows) + f"\nib_logfile0 by thread: {redo}"
+        f"{retried} transactions retried\n"
+        + "\n".join(rows)
+        + f"\nib_logfile0 by thread: {redo}"
+        + f"\nmysqlio's server view: {traced.server_views}"
     )
 
     # the load rotated the relay log (max_relay_log_size=1M): several relay logs written in the window
@@ -255,6 +263,11 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
         assert applier_redo[sql_tid] == 0 and sum(applier_redo.values()) > 0, redo
     else:
         assert applier_redo[sql_tid] > 0, redo
+    # mysqlio's own naming (top --mysql: server_threads.py maps THREAD_OS_ID -> NAME the same way)
+    for tid, views in traced.server_views.items():
+        assert {name for name, _ in views} == {names.get(tid)}, f"thread {tid}: mysqlio {views}, pfs {names.get(tid)}"
+    assert traced.server_views[io_tid] == {(IO_THREAD, "replica I/O")}
+    assert traced.server_views[sql_tid] == {(SQL_THREAD, "replica SQL")}
     relay_info = traced.by_thread[os.path.join(datadir, "relay-log.info")]
     assert {tid for tid, io in relay_info.items() if io} == {sql_tid}  # the SQL thread's position
 

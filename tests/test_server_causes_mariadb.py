@@ -45,6 +45,7 @@ TOP_INTERVAL_S = 0.25
 RATE = 150
 SCHEMA, TABLE = "causes", "bulk"
 ATTACH_S = 10  # the job's first run this long after CREATE EVENT
+PAGE_CLEANER_S = 10.0
 
 
 class _Top:
@@ -106,7 +107,8 @@ def _start_record(pid: int, trace: str) -> subprocess.Popen[str]:
 
 @pytest.fixture(scope="module")
 def run(bpf_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    trace = str(tmp_path_factory.mktemp("server_causes") / "job.trace")
+    work = tmp_path_factory.mktemp("server_causes")
+    trace, flushing_trace = str(work / "job.trace"), str(work / "page_cleaner.trace")
     options = MariaDBOptions(
         sync_binlog=1,
         redo_log_mb=256,
@@ -143,6 +145,21 @@ def run(bpf_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
                 "burst_writes": writer.burst_writes(),
                 "trx_commit": db.sql("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")[0][0],
             }
+            # then the page cleaner flushes every second (mysql-io-paths.md, observed in
+            # test_bursts_mariadb): recorded anew, so the trace's facts hold the new setting
+            db.sql("SET GLOBAL innodb_max_dirty_pages_pct = 0")
+            rec = _start_record(db.pid, flushing_trace)
+            time.sleep(PAGE_CLEANER_S)
+            rec.send_signal(signal.SIGINT)
+            _, err = rec.communicate(timeout=60)
+            assert rec.returncode == 0, err
+            truth["flushing"] = dict(
+                db.sql(
+                    "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME "
+                    "IN ('INNODB_IO_CAPACITY', 'INNODB_IO_CAPACITY_MAX', 'INNODB_ADAPTIVE_FLUSHING', "
+                    "'INNODB_ADAPTIVE_FLUSHING_LWM', 'INNODB_MAX_DIRTY_PAGES_PCT', 'INNODB_MAX_DIRTY_PAGES_PCT_LWM')"
+                )
+            )
         finally:
             if top is not None:
                 top.stop()
@@ -151,6 +168,7 @@ def run(bpf_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         return {
             "intervals": top.intervals,
             "report": report,
+            "flushing_report": report_json(flushing_trace),
             "data_file": writer.data_file,
             "event": f"{SCHEMA}.{writer.event}",
             **truth,
@@ -208,3 +226,23 @@ def test_report_names_the_job_and_the_redo_sync_from_the_trace(run: dict[str, An
     assert t["explanation"] == f"ib_logfile0 fdatasync once a second → {why}"
     for wb in redo:
         assert wb["metric"] == "sync" or (wb["writeback_by"] == "fdatasync" and wb["explanation"].endswith(why)), wb
+
+
+def test_page_cleaner_once_a_second_named_with_the_servers_flushing_settings(run: dict[str, Any]) -> None:
+    bursts = run["flushing_report"]["bursts"]
+    print("\npage cleaner: " + "\n              ".join(t["explanation"] for t in bursts))
+    v = run["flushing"]  # the server's own values, read apart from mysqlio
+    assert v["INNODB_MAX_DIRTY_PAGES_PCT"].startswith("0")
+    settings = (
+        f"innodb_io_capacity={v['INNODB_IO_CAPACITY']} pages/s (max {v['INNODB_IO_CAPACITY_MAX']}); "
+        f"adaptive flushing {v['INNODB_ADAPTIVE_FLUSHING']} from {float(v['INNODB_ADAPTIVE_FLUSHING_LWM']):g}% "
+        f"of the redo log; dirty pages max {float(v['INNODB_MAX_DIRTY_PAGES_PCT']):g}%, "
+        f"lwm {float(v['INNODB_MAX_DIRTY_PAGES_PCT_LWM']):g}%"
+    )
+    pages = [t for t in bursts if t["kind"] in ("system", "table") and t["metric"] == "sync"]
+    assert "ibdata1" in {os.path.basename(t["file"]) for t in pages}, [t["explanation"] for t in bursts]
+    for t in pages:
+        assert abs(t["period_s"] - 1) <= 0.05, t
+        assert t["explanation"] == (
+            f"{os.path.basename(t['file'])} fdatasync once a second → the page cleaner's 1 s loop: {settings}"
+        ), t

@@ -19,7 +19,9 @@ is known by its own key: a hash of SQL_TEXT with literals replaced by '?' and sp
 collapsed (the same while it runs and after it ended, so a long query is one row from
 its start). Its digest is filled in from earlier executions of the same text once one
 has ended. The text shown is DIGEST_TEXT where there is one, else that normalised
-SQL_TEXT, shortened to `TEXT_CHARS`.
+SQL_TEXT, shortened to `TEXT_CHARS`. MariaDB 10.11 gives no text, digest or statement id
+for an execution of a prepared statement (COM_STMT_EXECUTE, what sysbench sends): those
+are "(prepared statement)".
 
 What performance_schema cannot give (off, consumers off, no privilege) is found once at
 open: `problems()` says it in one line, and `sample()` returns what is available.
@@ -42,6 +44,7 @@ from .errors import UserError
 from .mysql_conn import Connector, error_text, query
 
 TEXT_CHARS = 60
+PREPARED = "(prepared statement)"  # executions of prepared statements, which have no text in pfs
 _KNOWN_TEXTS = 4096  # normalised texts whose digest is remembered
 _PS_PER_S = 1e12
 _NO_PRIVILEGE = (1142, 1143, 1044, 1227)
@@ -51,7 +54,7 @@ _THREADS_SQL = (
     " PROCESSLIST_DB, PROCESSLIST_COMMAND FROM performance_schema.threads WHERE THREAD_OS_ID IS NOT NULL"
 )
 _STMT_COLUMNS = (
-    "THREAD_ID, EVENT_ID, END_EVENT_ID, TIMER_START, TIMER_END, DIGEST, LEFT(DIGEST_TEXT, 400) AS DIGEST_TEXT,"
+    "THREAD_ID, EVENT_ID, END_EVENT_ID, EVENT_NAME, TIMER_START, TIMER_END, DIGEST, LEFT(DIGEST_TEXT, 400) AS DIGEST_TEXT,"
     " LEFT(SQL_TEXT, 400) AS SQL_TEXT"
 )
 _CURRENT_SQL = f"SELECT {_STMT_COLUMNS} FROM performance_schema.events_statements_current"
@@ -339,8 +342,9 @@ class ThreadSampler:
         elif normal and normal in self._digests:
             digest, digest_text = self._digests[normal]
         text = digest_text or normal
-        if not text:
-            return None
+        if not text:  # an execution of a prepared statement: pfs has no text for it (MariaDB 10.11)
+            name = str(r["EVENT_NAME"] or "")
+            text = PREPARED if name.endswith("/Execute") else f"({name.rsplit('/', 1)[-1] or 'statement'})"
         key = query_key(normal) if normal else f"digest:{digest}" if digest else query_key(str(text))
 
         def at(ps: Any) -> float:

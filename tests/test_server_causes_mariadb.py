@@ -35,9 +35,9 @@ from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.devtools.traced import attached_line, report_json
 from mysqlio.devtools.workload import PeriodicBulkWriter
-from mysqlio.server_timers import facts_in_samples
-
-pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
+from mysqlio.mysql_conn import ConnectionOptions, Connector
+from mysqlio.server_status import StatusSampler
+from mysqlio.server_timers import REFRESH_S, facts_in_samples
 
 PERIOD_S = 4
 RUNS = 6
@@ -179,6 +179,8 @@ def _named(event: str) -> str:
     return f"event {event} (every {PERIOD_S} s, writes {SCHEMA}.{TABLE})"
 
 
+@pytest.mark.bpf
+@pytest.mark.mariadb
 def test_the_server_facts_as_read(run: dict[str, Any]) -> None:
     facts = facts_in_samples(run["report"]["server_status"])
     assert facts is not None, "record --mysql stored no facts"
@@ -190,6 +192,8 @@ def test_the_server_facts_as_read(run: dict[str, Any]) -> None:
     assert event.reads == (f"{SCHEMA}.seq_1_to_4000",)
 
 
+@pytest.mark.bpf
+@pytest.mark.mariadb
 def test_top_names_the_job_after_its_event_and_leads_the_banner_with_it(run: dict[str, Any]) -> None:
     mine = [
         (obj, t)
@@ -209,6 +213,8 @@ def test_top_names_the_job_after_its_event_and_leads_the_banner_with_it(run: dic
         assert banner_order(trains)[0].explanation == expected, [x.explanation for x in banner_order(trains)]
 
 
+@pytest.mark.bpf
+@pytest.mark.mariadb
 def test_report_names_the_job_and_the_redo_sync_from_the_trace(run: dict[str, Any]) -> None:
     bursts = run["report"]["bursts"]
     print("\nreport: " + "\n        ".join(t["explanation"] for t in bursts))
@@ -228,6 +234,8 @@ def test_report_names_the_job_and_the_redo_sync_from_the_trace(run: dict[str, An
         assert wb["metric"] == "sync" or (wb["writeback_by"] == "fdatasync" and wb["explanation"].endswith(why)), wb
 
 
+@pytest.mark.bpf
+@pytest.mark.mariadb
 def test_page_cleaner_once_a_second_named_with_the_servers_flushing_settings(run: dict[str, Any]) -> None:
     bursts = run["flushing_report"]["bursts"]
     print("\npage cleaner: " + "\n              ".join(t["explanation"] for t in bursts))
@@ -246,3 +254,37 @@ def test_page_cleaner_once_a_second_named_with_the_servers_flushing_settings(run
         assert t["explanation"] == (
             f"{os.path.basename(t['file'])} fdatasync once a second → the page cleaner's 1 s loop: {settings}"
         ), t
+
+
+@pytest.mark.mariadb
+def test_the_settings_and_events_are_read_again_every_refresh_period() -> None:
+    """At the first sample, then only once REFRESH_S have passed on the sampler's clock (a
+    clock of the test's, so no waiting); a sample gives them as new when they changed."""
+    now = [1000.0]
+    with MariaDB(MariaDBOptions()) as db:
+        sampler = StatusSampler(Connector.resolve(ConnectionOptions(), db.pid), clock=lambda: now[0])
+        try:
+            first = sampler.sample()
+            assert first.error is None and first.facts is not None and first.facts_new
+            assert "facts" in first.to_json()
+            assert first.facts.text("aria_checkpoint_interval") == "30"
+            assert not [e for e in first.facts.events if e.schema == "refresh"]
+            db.sql(
+                "SET GLOBAL aria_checkpoint_interval = 20; SET GLOBAL event_scheduler = ON; "
+                "CREATE DATABASE refresh; CREATE TABLE refresh.t (a INT) ENGINE=MyISAM; "
+                "CREATE EVENT refresh.every_7_s ON SCHEDULE EVERY 7 SECOND DO INSERT INTO refresh.t VALUES (1)"
+            )
+            now[0] += REFRESH_S - 1
+            same = sampler.sample()
+            assert same.facts is first.facts and not same.facts_new and "facts" not in same.to_json()
+            now[0] += 1
+            new = sampler.sample()
+            assert new.facts_new and new.facts is not None and new.facts != first.facts
+            assert new.facts.text("aria_checkpoint_interval") == "20" and new.facts.scheduler_on
+            (event,) = [e for e in new.facts.events if e.schema == "refresh"]
+            assert (event.name, event.interval_s, event.writes, event.reads) == ("every_7_s", 7.0, ("refresh.t",), ())
+            now[0] += REFRESH_S
+            unchanged = sampler.sample()  # read again, nothing changed: not new
+            assert unchanged.facts == new.facts and not unchanged.facts_new
+        finally:
+            sampler.close()

@@ -184,6 +184,16 @@ def test_the_events_other_files_aria_log_and_binlog() -> None:
     assert explain(binlog, facts).endswith(
         "→ event mysqlio_demo.bulk_load_every_n_s (every 5 s, writes mysqlio_demo.bulk_load): its statements"
     )
+    # the redo log: only events that write InnoDB tables (the demo's is MyISAM)
+    redo = _train(f"{DATADIR}/ib_logfile0", "redo", "write", 5.0, bytes_per_burst=60_000, ops_per_burst=3)
+    assert server_cause(redo, facts) is None
+    innodb = ServerEvent("shop", "totals", 5.0, ("shop.totals", "shop.log"), ("shop.orders",))
+    engines = {"shop.totals": "InnoDB", "shop.log": "MyISAM", "mysqlio_demo.bulk_load": "MyISAM"}
+    with_innodb = ServerFacts(facts.variables, (*facts.events, innodb), None, engines)
+    assert explain(redo, with_innodb).endswith(
+        "→ event shop.totals (every 5 s, writes shop.totals): its InnoDB changes"
+    )
+    assert ServerFacts.from_json(with_innodb.to_json()) == with_innodb
 
 
 REDO = f"{DATADIR}/ib_logfile0"

@@ -272,7 +272,10 @@ def test_the_settings_and_events_are_read_again_every_refresh_period() -> None:
             db.sql(
                 "SET GLOBAL aria_checkpoint_interval = 20; SET GLOBAL event_scheduler = ON; "
                 "CREATE DATABASE refresh; CREATE TABLE refresh.t (a INT) ENGINE=MyISAM; "
-                "CREATE EVENT refresh.every_7_s ON SCHEDULE EVERY 7 SECOND DO INSERT INTO refresh.t VALUES (1)"
+                "CREATE TABLE refresh.i (a INT) ENGINE=InnoDB; "
+                "CREATE EVENT refresh.every_7_s ON SCHEDULE EVERY 7 SECOND DO INSERT INTO refresh.t VALUES (1); "
+                "CREATE EVENT refresh.every_2_min ON SCHEDULE EVERY '2:05' MINUTE_SECOND "
+                "DO UPDATE refresh.i SET a = a + 1"
             )
             now[0] += REFRESH_S - 1
             same = sampler.sample()
@@ -281,8 +284,12 @@ def test_the_settings_and_events_are_read_again_every_refresh_period() -> None:
             new = sampler.sample()
             assert new.facts_new and new.facts is not None and new.facts != first.facts
             assert new.facts.text("aria_checkpoint_interval") == "20" and new.facts.scheduler_on
-            (event,) = [e for e in new.facts.events if e.schema == "refresh"]
-            assert (event.name, event.interval_s, event.writes, event.reads) == ("every_7_s", 7.0, ("refresh.t",), ())
+            events = {e.name: e for e in new.facts.events if e.schema == "refresh"}
+            assert [(e.name, e.interval_s, e.writes, e.reads) for e in events.values()] == [
+                ("every_2_min", 125.0, ("refresh.i",), ()),
+                ("every_7_s", 7.0, ("refresh.t",), ()),
+            ]
+            assert new.facts.engines == {"refresh.i": "InnoDB", "refresh.t": "MyISAM"}
             now[0] += REFRESH_S
             unchanged = sampler.sample()  # read again, nothing changed: not new
             assert unchanged.facts == new.facts and not unchanged.facts_new

@@ -14,7 +14,8 @@ The tables it touches come from EVENT_DEFINITION by `event_tables()`: a delibera
 simple scan, after string literals and comments are removed, for the identifier (`t`,
 `s.t`, backquoted or not) that follows INSERT / REPLACE ... INTO, UPDATE, DELETE ... FROM,
 TRUNCATE [TABLE] and TABLE (CREATE / ALTER / OPTIMIZE ... TABLE): written; and FROM,
-JOIN: read. Unqualified names are in EVENT_SCHEMA. Not followed: procedures it CALLs,
+JOIN: read. Unqualified names are in EVENT_SCHEMA. The ENGINE of each written table
+(information_schema.TABLES) says whether its changes go to the InnoDB redo log. Not followed: procedures it CALLs,
 views, triggers, prepared (dynamic) SQL; `SELECT ... INTO var` reads as a table `var`
 (which no file then matches).
 
@@ -88,6 +89,7 @@ class ServerFacts:
     variables: dict[str, str] = field(default_factory=dict)
     events: tuple[ServerEvent, ...] = ()
     events_error: str | None = None  # EVENTS could not be read: the events are unknown
+    engines: dict[str, str] = field(default_factory=dict)  # "schema.table" the events write -> ENGINE
 
     def text(self, name: str) -> str | None:
         return self.variables.get(name)
@@ -117,6 +119,7 @@ class ServerFacts:
             "variables": dict(self.variables),
             "events": [e.to_json() for e in self.events],
             "events_error": self.events_error,
+            "engines": dict(self.engines),
         }
 
     @classmethod
@@ -140,7 +143,13 @@ class ServerFacts:
             )
         error = obj.get("events_error")
         variables = {str(k): str(v) for k, v in obj["variables"].items() if v is not None}
-        return cls(variables, tuple(events), error if isinstance(error, str) else None)
+        engines = obj.get("engines") if isinstance(obj.get("engines"), dict) else {}
+        return cls(
+            variables,
+            tuple(events),
+            error if isinstance(error, str) else None,
+            {str(k): str(v) for k, v in engines.items() if v is not None},
+        )
 
 
 def facts_in_samples(samples: list[dict[str, Any]]) -> ServerFacts | None:
@@ -243,4 +252,28 @@ def read_facts(conn: pymysql.connections.Connection) -> ServerFacts:
         e = _event(row)
         if e is not None:
             events.append(e)
-    return ServerFacts(variables, tuple(events), error)
+    written = sorted({t for e in events for t in e.writes})
+    return ServerFacts(variables, tuple(events), error, _engines(conn, written) if written else {})
+
+
+def _engines(conn: pymysql.connections.Connection, tables: list[str]) -> dict[str, str]:
+    """ENGINE of the tables the events write (that exist): which of them write the redo
+    log. information_schema.TABLES, by schema and name (the server opens those alone)."""
+    pairs = [t.split(".", 1) for t in tables[:100]]
+    where = " OR ".join("(TABLE_SCHEMA = %s AND TABLE_NAME = %s)" for _ in pairs)
+    try:
+        rows = query(
+            conn,
+            f"SELECT TABLE_SCHEMA, TABLE_NAME, ENGINE FROM information_schema.TABLES WHERE {where}",
+            [x for pair in pairs for x in pair],
+        )
+    except (pymysql.err.OperationalError, pymysql.err.ProgrammingError, pymysql.err.InternalError) as exc:
+        if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] >= 2000:
+            raise
+        return {}
+    out = {}
+    for row in rows:
+        keys = {str(k).upper(): v for k, v in row.items()}
+        if keys.get("ENGINE"):
+            out[f"{keys['TABLE_SCHEMA']}.{keys['TABLE_NAME']}"] = str(keys["ENGINE"])
+    return out

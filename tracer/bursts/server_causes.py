@@ -8,7 +8,8 @@ The rules, in order (a period matches within EXPLAIN_TOL):
   file (classify: `schema.table`) the event writes is that event ("event s.e (every 5 s,
   writes s.t)"); on the binary log, the event's statements (events that write a table);
   on the Aria log (aria_log.NNNNNNNN) or mysql.event's files, the scheduler's record of
-  each run (LAST_EXECUTED in mysql.event, an Aria table in MariaDB 10.4+);
+  each run (LAST_EXECUTED in mysql.event, an Aria table in MariaDB 10.4+); on the redo
+  log, the events that write InnoDB tables (their ENGINE, as the server gives it);
 - the redo log's syncs at innodb_flush_log_at_timeout (1 s by default): with
   innodb_flush_log_at_trx_commit 0 or 2, that setting (commits do not sync); with 1, the
   background flush of the same timer (commits sync as well); its writes with 0 too;
@@ -94,6 +95,12 @@ def _event_cause(t: Train, facts: ServerFacts) -> str | None:
         if writers:
             tables = sorted({x for e in writers for x in e.writes})
             return _events_text(writers, t.period_s, f"writes {', '.join(tables)}") + ": its statements"
+    if t.kind == "redo":  # the events that change InnoDB tables (their ENGINE, as the server said)
+        innodb = {e: [x for x in e.writes if facts.engines.get(x, "").lower() == "innodb"] for e in due}
+        writers = [e for e in due if innodb[e]]
+        if writers:
+            tables = sorted({x for e in writers for x in innodb[e]})
+            return _events_text(writers, t.period_s, f"writes {', '.join(tables)}") + ": its InnoDB changes"
     return None
 
 

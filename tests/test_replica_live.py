@@ -28,12 +28,17 @@ re-reads a transaction it retries; the workers then commit (write the redo log) 
 the SQL thread does not.
 
 Three modes: MASTER_USE_GTID=slave_pos, a binlog file and offset (MASTER_USE_GTID=no:
-master.info is rewritten per event), and GTID with two parallel workers.
+master.info is rewritten per event), and GTID with two parallel workers. `top --mysql`
+must name each thread as performance_schema does. Last, `mysqlio verify` on the
+replica under load agrees for the relay logs and master.info.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -276,3 +281,35 @@ def _positions(replica: MariaDB) -> dict[str, str]:
     status = replica_status(replica)
     keys = ("Master_Log_File", "Read_Master_Log_Pos", "Exec_Master_Log_Pos", "Relay_Log_File", "Gtid_IO_Pos")
     return {k: status.get(k, "?") for k in keys}
+
+
+@pytest.mark.parametrize("pair", ["binlog_pos"], indirect=True)
+def test_verify_on_a_replica_under_load(bpf_ready: None, pair: Pair) -> None:
+    """`mysqlio verify` on the replica while the primary is loaded: the relay logs (written
+    and read) and master.info are judged and agree (within the edges' ± plus 2 %)."""
+    pair.bench.start(9)
+    try:
+        time.sleep(1.0)
+        proc = subprocess.run(
+            [sys.executable, "-m", "mysqlio", "verify", "-p", str(pair.replica.pid), "-d", "5", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        pair.bench.wait(timeout_s=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout)
+    judged = [f for f in result["files"] if f["judged"]]
+    print(
+        "\n"
+        + "\n".join(
+            f"{f['name']} {f['op']} {f['kind']} pfs {f['pfs_bytes']} ±{f['pfs_edge_bytes']} "
+            f"mysqlio {f['mysqlio_bytes']}"
+            for f in judged
+        )
+    )
+    assert result["verdict"]["state"] == "agree" and all(f["agrees"] for f in judged), result["verdict"]
+    seen = {(f["kind"], f["op"]) for f in judged}
+    assert {("relay_log", "write"), ("relay_log", "read"), ("replication_info", "write")} <= seen, seen
+    assert {f["name"] for f in judged if f["kind"] == "replication_info"} == {"master.info"}

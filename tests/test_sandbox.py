@@ -112,3 +112,13 @@ def test_bad_backend_rejected() -> None:
     """Unknown backends are refused before anything is started."""
     with pytest.raises(ValueError):
         MariaDB(MariaDBOptions(innodb_backend="posix"))
+
+
+def test_tcp_only_when_a_port_is_given() -> None:
+    """The sandbox listens on the Unix socket only, unless MariaDBOptions.port asks for
+    127.0.0.1:port (a replication pair, devtools/replication.py)."""
+    default = MariaDB(MariaDBOptions()).config_settings()
+    assert "skip_networking" in default and "port" not in default and default["server_id"] == "1"
+    tcp = MariaDB(MariaDBOptions(port=33061, server_id=2)).config_settings()
+    assert "skip_networking" not in tcp
+    assert (tcp["port"], tcp["bind_address"], tcp["server_id"]) == ("33061", "127.0.0.1", "2")

@@ -329,6 +329,19 @@ def _train(file: str, kind: str, metric: str, period: float, size: int | None = 
     return t
 
 
+def test_a_region_of_ibdata1_is_named_not_guessed() -> None:
+    """With ibdata1's regions (ibdata_regions), a train says where in the file it went."""
+    assert (
+        _train("/var/lib/mysql/ibdata1 · doublewrite", "system", "write", 10.1, MiB, 80).explanation
+        == "ibdata1 · doublewrite: 80 × 1 MiB every 10 s → doublewrite batches "
+        "(InnoDB master thread's 10 s loop in 5.5, or a checkpoint)"
+    )
+    # single pages into the rest of ibdata1 are no doublewrite, whatever their size
+    assert _train("/d/ibdata1 · system", "system", "write", 4.0, 16 * KiB, 3).explanation == (
+        "ibdata1 · system: 3 × 16 KiB every 4 s → system pages (period of no known timer)"
+    )
+
+
 def test_explanations_come_from_the_documented_timers() -> None:
     assert (
         _train("/var/lib/mysql/ibdata1", "system", "write", 10.1, MiB, 80).explanation

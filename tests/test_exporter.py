@@ -446,8 +446,8 @@ def test_page_cache_writeback_causes_and_devices_accumulate() -> None:
     m = _scrape_state(state)
     assert m.by_path("mysqlio_file_dirtied_bytes_total") == {"/d/ib_logfile0": 16384}  # no write, yet the busiest
     assert m.samples["mysqlio_file_writeback_bytes_total"] == [
-        ({"path": "/d/ib_logfile0", "kind": "redo", "by": "msync"}, 8192.0),
-        ({"path": "/d/ib_logfile0", "kind": "redo", "by": "flusher_periodic"}, 8192.0),
+        ({"path": "/d/ib_logfile0", "kind": "redo", "region": "", "by": "msync"}, 8192.0),
+        ({"path": "/d/ib_logfile0", "kind": "redo", "region": "", "by": "flusher_periodic"}, 8192.0),
     ]
     assert m.value("mysqlio_writeback_bytes_total", kind="redo", by="msync") == 8192
     assert m.value("mysqlio_writeback_bytes_total", kind="table", by="fsync") == 0
@@ -461,3 +461,24 @@ def test_page_cache_writeback_causes_and_devices_accumulate() -> None:
     assert m.value("mysqlio_device_bytes_total", owner="other", **vdb) == 0
     assert m.value("mysqlio_device_requests_total", **vdb) == 4
     assert m.value("mysqlio_device_requests_total", device="vdb", direction="read") == 0
+
+
+def test_ibdata1_regions_are_a_label() -> None:
+    """ibdata1's regions are series of their own (label region); every other file's region is ""."""
+    state = ExporterState(top_files=5, interval_s=1.0, backend="bpf", follow=True, pid=1)
+    ibdata = FileIdentity(1, 7)
+    files = [
+        FileActivity(
+            file=ibdata, path="/d/ibdata1", kind="system", region="doublewrite", write_bytes=2 << 20, write_ops=2
+        ),
+        FileActivity(file=ibdata, path="/d/ibdata1", kind="system", region="system", write_bytes=16384, write_ops=1),
+        FileActivity(file=FileIdentity(1, 8), path="/d/t.ibd", kind="table", write_bytes=4096, write_ops=1),
+    ]
+    for t in (1.0, 2.0):
+        state.add(Interval(time=t, interval_s=1.0, pid=1, lost_events=0, drops={}, files=files))
+    m = _scrape_state(state)
+    assert m.value("mysqlio_file_write_bytes_total", path="/d/ibdata1", region="doublewrite") == 4 << 20
+    assert m.value("mysqlio_file_write_bytes_total", path="/d/ibdata1", region="system") == 32768
+    assert m.value("mysqlio_file_write_bytes_total", path="/d/t.ibd", region="") == 8192
+    assert len(m.samples["mysqlio_file_write_bytes_total"]) == 3
+    assert m.value("mysqlio_write_bytes_total", kind="system") == 4 * (1 << 20) + 32768

@@ -101,8 +101,9 @@ class ExporterState:
         self.target = _Target(pid)
         self._lock = threading.Lock()
         self._kinds: dict[str, Counts] = {kind: Counts() for kind in KINDS}
-        self._files: OrderedDict[tuple[str, str], _FileSeries] = OrderedDict()  # least recently active first
-        self._exported: list[tuple[str, str]] = []
+        # (path, kind, region): region "" but for ibdata1's regions (model.FileActivity.region)
+        self._files: OrderedDict[tuple[str, str, str], _FileSeries] = OrderedDict()  # least recently active first
+        self._exported: list[tuple[str, str, str]] = []
         self._lost_events = 0
         self._drops: dict[str, int] = {}
         self._last_sample = 0.0
@@ -119,7 +120,7 @@ class ExporterState:
             now = interval.time
             for activity in interval.files:
                 self._kinds.setdefault(activity.kind, Counts()).merge(activity)
-                key = (printable(activity.path), activity.kind)
+                key = (printable(activity.path), activity.kind, activity.region)
                 series = self._files.get(key)
                 if series is None:
                     series = self._files[key] = _FileSeries(activity.kind)
@@ -205,29 +206,29 @@ class ExporterState:
             family = CounterMetricFamily(
                 f"mysqlio_file_{suffix}_total",
                 f"{text}, for the files with most bytes lately (--top-files)",
-                labels=["path", "kind"],
+                labels=["path", "kind", "region"],
             )
-            for (path, kind), counts in exported:
-                family.add_metric([path, kind], getattr(counts, attr))
+            for (path, kind, region), counts in exported:
+                family.add_metric([path, kind, region], getattr(counts, attr))
             yield family
         syncs = CounterMetricFamily(
             "mysqlio_file_sync_ops_total",
             "Sync requests by system call, for the files with most bytes lately (--top-files)",
-            labels=["path", "kind", "call"],
+            labels=["path", "kind", "region", "call"],
         )
-        for (path, kind), counts in exported:
+        for (path, kind, region), counts in exported:
             for call in SYNC_CALLS:
-                syncs.add_metric([path, kind, call], getattr(counts, f"{call}_ops"))
+                syncs.add_metric([path, kind, region, call], getattr(counts, f"{call}_ops"))
         yield syncs
         wback = CounterMetricFamily(
             "mysqlio_file_writeback_bytes_total",
             f"{_WRITEBACK_HELP}, for the files with most bytes lately (--top-files); the causes seen",
-            labels=["path", "kind", "by"],
+            labels=["path", "kind", "region", "by"],
         )
-        for (path, kind), counts in exported:
+        for (path, kind, region), counts in exported:
             for cause in WRITEBACK_CAUSES:
                 if cause in counts.writeback_by:
-                    wback.add_metric([path, kind, cause], counts.writeback_by[cause])
+                    wback.add_metric([path, kind, region, cause], counts.writeback_by[cause])
         yield wback
         yield from _train_families(self._trains)
 
@@ -305,7 +306,7 @@ def _bytes(c: Counts) -> int:
     return (c.write_bytes if c.write_ops else c.dirtied_bytes) + c.read_bytes
 
 
-def _rank(item: tuple[tuple[str, str], _FileSeries], now: float) -> tuple[float, int, int, tuple[str, str]]:
+def _rank(item: tuple[tuple[str, str, str], _FileSeries], now: float) -> tuple[float, int, int, tuple[str, str, str]]:
     """Busiest first: bytes lately, then bytes in all, then syncs (a sync-only file has no bytes)."""
     key, series = item
     c = series.counts

@@ -90,6 +90,7 @@ class RegionMap:
     ranges: tuple[Range, ...]
     assumed: str = ""  # why the doublewrite position was assumed ("" = read from page 5)
     path: str = ""  # the file read
+    fsp_header: bool = True  # page 0 was read and is an FSP header (a system tablespace)
 
     def region_at(self, offset: int) -> Region:
         """The region of the byte at offset (NONE when the offset is unknown: < 0)."""
@@ -149,6 +150,7 @@ def parse(page0: bytes, trx_sys_tail: bytes | None, page_size_hint: int | None =
     if len(page0) >= FSP_SPACE_FLAGS_AT + 4 and struct.unpack_from(">H", page0, 24)[0] == 8:
         page_size = page_size_of(struct.unpack_from(">I", page0, FSP_SPACE_FLAGS_AT)[0])
     notes = []
+    fsp_header = page_size is not None
     if page_size is None:
         page_size = page_size_hint or DEFAULT_PAGE_SIZE
         notes.append(f"page size {page_size} assumed (page 0 unreadable or not an FSP header)")
@@ -170,7 +172,7 @@ def parse(page0: bytes, trx_sys_tail: bytes | None, page_size_hint: int | None =
     else:
         ranges += [Range(b * page_size, (b + block) * page_size, Region.DOUBLEWRITE) for b in (block1, block2)]
     assert len(ranges) <= MAX_REGION_RANGES
-    return RegionMap(page_size=page_size, ranges=tuple(ranges), assumed="; ".join(notes))
+    return RegionMap(page_size=page_size, ranges=tuple(ranges), assumed="; ".join(notes), fsp_header=fsp_header)
 
 
 def read_regions(path: str, page_size_hint: int | None = None) -> RegionMap:

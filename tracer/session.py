@@ -102,7 +102,9 @@ def system_regions(layout: ServerLayout) -> dict[FileIdentity, RegionMap]:
         st = os.stat(path)
     except OSError:
         return {}
-    return {FileIdentity(st.st_dev, st.st_ino): read_regions(path)}
+    regions = read_regions(path)
+    # a file of that name that is no InnoDB tablespace (or cannot be read) stays whole
+    return {FileIdentity(st.st_dev, st.st_ino): regions} if regions.fsp_header else {}
 
 
 def region_notes(session: Session) -> list[str]:

@@ -16,7 +16,7 @@ from .abi import Op, Region
 from .errors import UserError
 from .events import API_NAMES, BY_NAMES, OP_NAMES
 from .filters import Filters
-from .ibdata_regions import RegionMap
+from .ibdata_regions import RegionMap, region_name
 
 _MAX_TRACE_S = 366 * 86400.0  # a year of recording
 
@@ -46,6 +46,10 @@ class Strings:
         self._lookup = np.concatenate([base, np.asarray(new, np.int64)])
         self._dict = dictionary
         return self._lookup
+
+    def add(self, s: str) -> int:
+        """The id of a string that no batch holds (a name made here)."""
+        return self._id(s)
 
     def _id(self, s: str | None) -> int:
         s = "" if s is None else s
@@ -157,6 +161,19 @@ class Decoder:
         if keep is not None and not keep.all():
             ev = Events(**{name: value[keep] for name, value in vars(ev).items()})
         return ev
+
+    def region_paths(self, ev: Events) -> np.ndarray:
+        """Each event's path id; for an event in a region of its file, the id of the name
+        "path · region" instead (the burst detector takes a region as a file of its own)."""
+        if not ev.region.any():
+            return ev.path
+        out = ev.path.copy()
+        has = np.flatnonzero(ev.region)
+        pairs = ev.path[has] * len(Region) + ev.region[has]
+        for pair in np.unique(pairs).tolist():
+            name = f"{self.paths.values[pair // len(Region)]} · {region_name(pair % len(Region))}"
+            out[has[pairs == pair]] = self.paths.add(name)
+        return out
 
     def _regions(self, op: np.ndarray, dev: np.ndarray, ino: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """Each event's region: that of its first byte, for the reads and writes of a

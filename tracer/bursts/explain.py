@@ -70,10 +70,15 @@ _FLUSHER_TIMERS = [
 ]
 
 
-def _what(kind: str, metric: str, request_size: int | None) -> str | None:
-    """What a write burst of this kind of file is, from the file alone."""
+def _what(kind: str, metric: str, request_size: int | None, region: str = "") -> str | None:
+    """What a write burst of this kind of file is, from the file alone (or, for ibdata1, the
+    region its writes went to: ibdata_regions, read from the tablespace itself)."""
     if metric != "write":
         return None
+    if region == "doublewrite":
+        return "doublewrite batches"  # every page flush batch is written here first
+    if region:
+        return f"{region} pages"
     if kind == "doublewrite" or (kind == "system" and request_size and request_size > PAGE):
         return "doublewrite flush"  # batches of pages: ibdata1 holds the doublewrite buffer (<= 8.0.19, MariaDB)
     if kind == "system" and not request_size:
@@ -101,10 +106,11 @@ def cause(
     request_size: int | None = None,
     facts: ServerFacts | None = None,
     server_why: str | None = None,
+    region: str = "",
 ) -> str:
     """What and why, as far as the facts go; "unknown" otherwise. `server_why`: the
     server's own cause (server_causes.server_cause), before any generic timer."""
-    what = _what(kind, metric, request_size)
+    what = _what(kind, metric, request_size, region)
     why = server_why or _why(kind, metric, period_s, facts)
     if what and why:
         return f"{what} ({why})"
@@ -147,6 +153,8 @@ def explain(t: Train, facts: ServerFacts | None = None) -> str:
     """One line: file · what · how often → cause (or "unknown"). With the server's
     facts (--mysql), what the server says comes first (server_causes)."""
     name = printable(os.path.basename(t.file) or t.file)
+    # a region of ibdata1 is a file of its own for the detector: "…/ibdata1 · doublewrite"
+    region = name.rsplit(" · ", 1)[1] if " · " in name and t.kind == "system" else ""
     server_why = server_cause(t, facts) if facts is not None else None
     if t.metric == "writeback":
         what = f"{name}: {human_size(t.bytes_per_burst)} written back every {t.period_s:.1f} s"
@@ -162,4 +170,8 @@ def explain(t: Train, facts: ServerFacts | None = None) -> str:
         size = f"{human_size(t.typical_request_size)} writes" if t.typical_request_size else "writes"
         count = f"{t.ops_per_burst} × " if t.ops_per_burst > 1 else ""
         what = f"{name} · {count}{size} · {human_period(t.period_s)}"
-    return f"{what} → {cause(t.kind, t.metric, t.period_s, t.typical_request_size, facts, server_why)}"
+        if region:  # "ibdata1 · doublewrite: 80 × 1 MiB every 10 s"
+            size = human_size(t.typical_request_size) if t.typical_request_size else "writes"
+            what = f"{name}: {count}{size} {human_period(t.period_s)}"
+    why = cause(t.kind, t.metric, t.period_s, t.typical_request_size, facts, server_why, region)
+    return f"{what} → {why}"

@@ -165,6 +165,8 @@ class BurstTracker:
                 path, values = f["path"], (f["write_bytes"], f["write_ops"], f["sync_ops"])
             else:
                 path, values = f.path, (f.write_bytes, f.write_ops, f.sync_ops)
+            region = _field(f, "region", "")
+            path += f" · {region}" if region else ""  # a region of ibdata1: a train of its own
             i = index.get(path)
             if i is None:
                 i = self._add(path, _field(f, "kind"))

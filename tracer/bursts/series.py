@@ -54,12 +54,13 @@ class SeriesBuilder:
             return
         self._t_min = min(self._t_min, float(ev.t.min()))
         self._t_max = max(self._t_max, float(ev.t.max()))
+        path = dec.region_paths(ev)  # a region of ibdata1 is a file of its own here
         n_paths = max(1, len(dec.paths.values))
         known = len(self._kind_of)
         if known < n_paths:  # a path's kind never changes: only new paths need theirs
             self._kind_of = np.concatenate([self._kind_of, np.full(n_paths - known, -1, np.int64)])
-            new = ev.path >= known
-            self._kind_of[ev.path[new]] = ev.kind[new]
+            new = path >= known
+            self._kind_of[path[new]] = ev.kind[new]
         if len(self._sync_calls) < n_paths:
             self._sync_calls = np.concatenate(
                 [self._sync_calls, np.zeros((n_paths - len(self._sync_calls), len(SYNC_CALLS)), np.int64)]
@@ -78,7 +79,7 @@ class SeriesBuilder:
                 return out
 
             sec = np.floor(ev.t[write] / self.resolution_s).astype(np.int64)
-            self._writes.add(sec, ev.path[write], n_paths, sums, ev)
+            self._writes.add(sec, path[write], n_paths, sums, ev)
         sync = (ok_op >= _OP_SYNC_FIRST) & (ok_op < _OP_SYNC_END)
         if sync.any():
 
@@ -86,9 +87,9 @@ class SeriesBuilder:
                 return np.bincount(key, minlength=size).reshape(size, 1)
 
             sec = np.floor(ev.t[sync] / self.sync_resolution_s).astype(np.int64)
-            self._syncs.add(sec, ev.path[sync], n_paths, counts, ev)
+            self._syncs.add(sec, path[sync], n_paths, counts, ev)
             n_calls = len(SYNC_CALLS)
-            key = ev.path[sync] * n_calls + (ok_op[sync] - _OP_SYNC_FIRST)
+            key = path[sync] * n_calls + (ok_op[sync] - _OP_SYNC_FIRST)
             self._sync_calls += np.bincount(key, minlength=n_calls * n_paths).reshape(n_paths, n_calls)
         wb = ok_op == _OP_WRITEBACK
         if wb.any():
@@ -98,9 +99,9 @@ class SeriesBuilder:
                 return np.rint(np.bincount(key, weights=wb_bytes, minlength=size)).astype(np.int64).reshape(size, 1)
 
             sec = np.floor(ev.t[wb] / self.writeback_resolution_s).astype(np.int64)
-            self._writeback.add(sec, ev.path[wb], n_paths, wb_sums, ev)
+            self._writeback.add(sec, path[wb], n_paths, wb_sums, ev)
             n_by = len(BY_NAMES)
-            key = ev.path[wb] * n_by + ev.by[wb]
+            key = path[wb] * n_by + ev.by[wb]
             self._wb_by += (
                 np.rint(np.bincount(key, weights=wb_bytes, minlength=n_by * n_paths))
                 .astype(np.int64)

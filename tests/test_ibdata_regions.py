@@ -4,6 +4,7 @@ three page sizes), and what is assumed when page 0 or page 5 cannot be read."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 from collections.abc import Iterator
@@ -11,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from mysqlio.abi import Region
+from mysqlio.abi import Api, Op, Region
+from mysqlio.classify import Classifier
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.ibdata_regions import DOUBLEWRITE_MAGIC, RegionMap, read_regions
+from mysqlio.model import aggregate
+from mysqlio.probe import FileIdentity, OpCount
+from mysqlio.resolve import FileResolver
 from mysqlio.trace import TraceMeta
-
-pytestmark = [pytest.mark.mariadb]
 
 MiB = 1 << 20
 
@@ -37,6 +40,7 @@ def _doublewrite(m: RegionMap) -> list[tuple[int, int]]:
     return [(r.start, r.end) for r in m.ranges if r.region is Region.DOUBLEWRITE]
 
 
+@pytest.mark.mariadb
 def test_real_ibdata1(ibdata1: tuple[int, Path]) -> None:
     page_size, path = ibdata1
     m = read_regions(str(path))
@@ -61,6 +65,7 @@ def test_real_ibdata1(ibdata1: tuple[int, Path]) -> None:
     assert m.region_at(-1) is Region.NONE
 
 
+@pytest.mark.mariadb
 def test_zeroed_page5_assumes_the_documented_position(ibdata1: tuple[int, Path], tmp_path: Path) -> None:
     page_size, path = ibdata1
     data = bytearray(path.read_bytes()[: 8 * page_size])
@@ -82,6 +87,7 @@ def test_unreadable_file_assumes_everything(tmp_path: Path) -> None:
     assert read_regions(str(short), page_size_hint=4096).page_size == 4096
 
 
+@pytest.mark.mariadb
 def test_trace_metadata_round_trip(ibdata1: tuple[int, Path]) -> None:
     _, path = ibdata1
     m = read_regions(str(path))
@@ -103,3 +109,32 @@ def test_trace_metadata_round_trip(ibdata1: tuple[int, Path]) -> None:
     assert meta.region_maps() == {(2049, 12): m}  # a damaged entry is left out, the file stays whole
     old = TraceMeta.from_json({k: v for k, v in vars(meta).items() if k != "regions"})
     assert old.region_maps() == {}
+
+
+def test_rows_by_region_and_folded(tmp_path: Path) -> None:
+    """top's rows: one per region of ibdata1 (its fsyncs on the whole file's row), or one
+    row with --fold-regions; the counters add up either way."""
+    path = tmp_path / "ibdata1"
+    path.write_bytes(b"\0")
+    with path.open("rb"):  # open here: the resolver names it from /proc/self/fd
+        st = path.stat()
+        file = FileIdentity(st.st_dev, st.st_ino)
+        rows = [
+            OpCount(file, 1, Op.WRITE, Api.LIBAIO, 2 << 20, 2, 0, region=Region.DOUBLEWRITE),
+            OpCount(file, 1, Op.WRITE, Api.LIBAIO, 16384, 1, 0, region=Region.SYSTEM),
+            OpCount(file, 2, Op.WRITE, Api.SYSCALL, 32768, 2, 0, region=Region.TRX_SYS),
+            OpCount(file, 1, Op.FSYNC, Api.SYSCALL, 0, 3, 0),
+        ]
+        resolver = FileResolver(os.getpid(), lambda _: None)
+        split = aggregate(rows, resolver, Classifier(), str)
+        folded = aggregate(rows, resolver, Classifier(), str, fold_regions=True)
+    assert [(f.label[len(str(tmp_path)) :], f.write_bytes, f.write_ops, f.fsync_ops) for f in split] == [
+        ("/ibdata1 · doublewrite", 2 << 20, 2, 0),
+        ("/ibdata1 · transaction system", 32768, 2, 0),
+        ("/ibdata1 · system", 16384, 1, 0),
+        ("/ibdata1", 0, 0, 3),
+    ]
+    assert all(f.kind == "system" for f in split)
+    assert len({f.key for f in split}) == 4
+    [whole] = folded
+    assert (whole.region, whole.write_bytes, whole.write_ops, whole.fsync_ops) == ("", (2 << 20) + 49152, 5, 3)

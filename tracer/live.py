@@ -9,6 +9,7 @@ import sys
 import termios
 import tty
 from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -21,7 +22,7 @@ from .render import Header, render_screen
 from .units import human_bytes, printable
 from .view import SORT_KEYS, ScreenRow, ScreenState, device_rates
 
-HELP = "q quit · s sort · g group · l latency · p page cache"
+HELP = "q quit · s sort · g group · l latency · p page cache · r ibdata1 regions"
 
 
 @contextlib.contextmanager
@@ -60,6 +61,7 @@ class LiveScreen:
         self.bursts = BurstTracker()  # periodic bursts of the files shown: the banner
         # what key g cycles through: user, connection and query only with the server's view (--mysql)
         self.groups: tuple[str, ...] = tuple(g for g in GROUPS if g not in SERVER_GROUPS)
+        self.sampler: Any = None  # sampling.IntervalSampler: key r folds or splits ibdata1's regions
 
     def __enter__(self) -> LiveScreen:
         self._live.__enter__()
@@ -134,6 +136,9 @@ class LiveScreen:
         elif key == "p":
             self.state.switch_view()
             self._draw()
+        elif key == "r" and self.sampler is not None:  # from the next interval on
+            self.sampler.fold_regions = not self.sampler.fold_regions
+            self.state.regroup(self.state.group)
         elif key == "g":
             at = self.groups.index(self.state.group) if self.state.group in self.groups else -1
             self.state.regroup(self.groups[(at + 1) % len(self.groups)])

@@ -118,6 +118,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             )
             server = session.server() + (mapped if note else "")
             screen = LiveScreen(state, pid, server, session.layout.datadir, console, page_cache[0])
+            screen.sampler = sampler
             if threads is not None:
                 screen.groups = GROUPS
             with cbreak(sys.stdin.fileno()), screen:

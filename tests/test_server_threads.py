@@ -55,6 +55,17 @@ def _pfs_threads(db: MariaDB) -> dict[int, tuple[str, str]]:
     return {int(tid): (kind, name) for tid, kind, name in rows}
 
 
+def _json_line(line: str) -> dict[str, Any]:
+    try:
+        obj: dict[str, Any] = json.loads(line)
+    except ValueError as exc:
+        at = exc.pos if isinstance(exc, json.JSONDecodeError) else 0
+        raise AssertionError(
+            f"top --json wrote a bad line ({exc}): ...{line[max(0, at - 200) : at + 200]!r}..."
+        ) from None
+    return obj
+
+
 def _sample_directly(db: MariaDB, count: int = 8) -> tuple[list[ThreadSample], list[float]]:
     """ThreadSampler's own samples at 4 Hz under the load, and what each cost (ms)."""
     sampler = ThreadSampler.open(Connector.resolve(ConnectionOptions(socket=db.socket, user="root"), db.pid))
@@ -129,7 +140,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             assert out.returncode == 0, out.stderr
             reports[name] = json.loads(out.stdout)
         yield Run(
-            top=[json.loads(line) for line in top_out.splitlines() if line.strip()],
+            top=[_json_line(line) for line in top_out.split("\n") if line.strip()],
             reports=reports,
             digest=digest,
             threads=threads,

@@ -125,3 +125,17 @@ def test_text_output_groups_by_user() -> None:
     assert lines[1].split()[1:] == ["user", "3.0MiB", "3", "0B", "0", "0", "alice@localhost"]
     assert lines[2].split()[-1] == BACKGROUND
     assert f.threads[101].to_json()["user"] == "alice@localhost"
+
+
+def test_prune_keeps_what_the_next_interval_needs() -> None:
+    """top prunes after each interval: ended statements and exited threads go, the running
+    statement and the threads still there stay (memory bounded over days)."""
+    tl = _timeline()
+    tl.add(ThreadSample(12.0, [BOB, CLEANER], [Statement(102, 9, 11.8, None, None, "UPDATE t", key="k3")]))
+    tl.prune(11.5)  # alice (gone at 12.0) is still needed for the interval that saw her go
+    assert tl.thread(101, 11.9) == ALICE
+    tl.prune(12.5)
+    assert tl.thread(101, 12.6) is None and tl.thread(102, 12.6) == BOB
+    bob = tl.view(102, 12.0, 13.0)
+    assert bob is not None and bob.query == "UPDATE t"  # running at the last sample
+    assert tl.view(101, 10.0, 11.0) == tl.view(555, 10.0, 11.0)  # alice forgotten: unknown

@@ -10,14 +10,14 @@ from .server_threads import ThreadSample, ThreadSampler
 from .thread_attribution import Timeline
 
 RATE_HZ = 4.0  # samples a second: a statement running for 250 ms is seen while it runs
-KEEP_S = 120.0  # statements remembered after they ended (longer than any interval)
+KEEP_S = 1.0  # statements and exited threads remembered before an interval's start
 
 
 class LiveThreads:
     """Owns the worker; `label()` is called once per interval by the sampling loop."""
 
     def __init__(self, sampler: ThreadSampler, rate_hz: float = RATE_HZ) -> None:
-        self.timeline = Timeline(keep_s=KEEP_S)
+        self.timeline = Timeline()
         self._worker: PeriodicSampler[ThreadSample] = PeriodicSampler(
             sampler, every_s=1.0 / rate_hz, name="mysqlio-threads"
         )
@@ -28,6 +28,7 @@ class LiveThreads:
         for f in files:
             for thread in f.threads.values():
                 thread.server = self.timeline.view(thread.tid, t0, t1)
+        self.timeline.prune(t1 - KEEP_S)  # the next interval starts at t1: memory stays bounded
 
     def close(self) -> None:
         self._worker.close()

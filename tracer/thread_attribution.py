@@ -36,6 +36,7 @@ NO_STATEMENT = "(no statement)"
 KERNEL = "[kernel]"
 KERNEL_TID = 0
 SLACK_S = 0.005
+RUNNING_KEEP_S = 60.0  # a statement last seen running, and never seen to end (a disconnect), is forgotten after this
 
 
 @dataclass(frozen=True)
@@ -89,19 +90,21 @@ def _identity(thread: ServerThread | None) -> tuple[str, str, ThreadView | None]
 
 
 class _Span:
-    __slots__ = ("digest", "end", "key", "start", "text")
+    __slots__ = ("digest", "end", "key", "running", "start", "text")
 
-    def __init__(self, start: float, end: float, digest: str | None, text: str, key: str) -> None:
+    def __init__(self, start: float, end: float, digest: str | None, text: str, key: str, running: bool) -> None:
         self.start, self.end, self.digest, self.text, self.key = start, end, digest, text, key
+        self.running = running  # last seen running: `end` is that sample's time
 
 
 class Timeline:
-    """Thread identities and statement spans over time. `keep_s`: forget what ended
-    longer ago than that before the newest sample (top); None keeps everything (report)."""
+    """Thread identities and statement spans over time; `prune()` forgets what no later
+    time can need (top, every interval); report keeps everything."""
 
-    def __init__(self, keep_s: float | None = None) -> None:
-        self._keep_s = keep_s
+    def __init__(self) -> None:
         self._who: dict[int, tuple[list[float], list[ServerThread]]] = {}  # tid -> (times, identities)
+        self._listed: set[int] = set()  # the tids of the latest thread table
+        self._gone: dict[int, float] = {}  # tid -> the first sample that no longer listed it
         self._spans: dict[tuple[int, int], _Span] = {}  # (tid, event id)
         self._by_tid: dict[int, list[_Span]] | None = None  # spans by start, built on demand
         self.samples = 0
@@ -113,6 +116,13 @@ class Timeline:
             return
         self.samples += 1
         self.last_error = None
+        if sample.threads is not None:
+            listed = {t.tid for t in sample.threads}
+            for tid in self._listed - listed:
+                self._gone[tid] = sample.time
+            for tid in listed:
+                self._gone.pop(tid, None)
+            self._listed = listed
         for thread in sample.threads or ():
             times, who = self._who.setdefault(thread.tid, ([], []))
             if not who or who[-1] != thread:
@@ -123,15 +133,25 @@ class Timeline:
             end = stmt.end if stmt.end is not None else sample.time
             span = self._spans.get(key)
             if span is None:
-                self._spans[key] = _Span(stmt.start, end, stmt.digest, stmt.text, stmt.key)
+                self._spans[key] = _Span(stmt.start, end, stmt.digest, stmt.text, stmt.key, stmt.end is None)
                 continue
             span.end = end if stmt.end is not None else max(span.end, end)
+            span.running = stmt.end is None
             if stmt.digest:
                 span.digest, span.text = stmt.digest, stmt.text
         self._by_tid = None
-        if self._keep_s is not None:
-            horizon = sample.time - self._keep_s
-            self._spans = {k: s for k, s in self._spans.items() if s.end >= horizon}
+
+    def prune(self, before: float) -> None:
+        """Forget statements that ended, and threads that were gone, before `before` (a
+        statement last seen running is kept a minute: it may still be running)."""
+        self._spans = {
+            k: s for k, s in self._spans.items() if s.end >= before or (s.running and s.end >= before - RUNNING_KEEP_S)
+        }
+        for tid, gone in list(self._gone.items()):
+            if gone < before:
+                del self._gone[tid]
+                self._who.pop(tid, None)
+        self._by_tid = None
 
     def add_all(self, samples: Iterable[ThreadSample]) -> None:
         for sample in samples:

@@ -31,7 +31,7 @@ from mysqlio.devtools.two_users import ALICE, BOB
 from mysqlio.mysql_conn import ConnectionOptions, Connector
 from mysqlio.server_threads import PREPARED, ThreadSample, ThreadSampler
 
-pytestmark = [pytest.mark.mariadb, pytest.mark.usefixtures("bpf_ready")]
+pytestmark = [pytest.mark.bpf, pytest.mark.mariadb, pytest.mark.usefixtures("bpf_ready")]
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 LOAD_S = 8

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pymysql
 import pytest
 
 from mysqlio.devtools import two_users
@@ -301,3 +302,34 @@ def test_performance_schema_off_is_said_in_one_line(pfs_off: tuple[MariaDB, str]
     intervals = [json.loads(line) for line in top.stdout.splitlines()]
     assert len(intervals) == 2 and all("server" in i for i in intervals)
     assert all("user" not in t for i in intervals for f in i["files"] for t in f["threads"])
+
+
+def test_statement_consumers_off_still_give_users(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """MariaDB 10.11 with performance_schema=ON and its default consumers (statements off):
+    one line says queries need the consumer; users and connections still come, and no
+    thread's rows are given a statement."""
+    with MariaDB(MariaDBOptions()) as db:
+        db.sql("CREATE DATABASE w; CREATE TABLE w.t (a INT) ENGINE=InnoDB")
+        top = subprocess.Popen(
+            [*MYSQLIO, "top", "-p", str(db.pid), "--json", "-i", "1", "-n", "3", "--group", "query", "--mysql"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1.5)
+        # a connection that stays longer than a sampling period (a shorter one is never listed)
+        conn = pymysql.connect(unix_socket=db.socket, user="root", database="w", autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO t SELECT seq FROM seq_1_to_1000")
+            time.sleep(0.6)
+        finally:
+            conn.close()
+        out, err = top.communicate(timeout=60)
+    assert top.returncode == 0, err
+    said = [line for line in err.splitlines() if "performance_schema" in line]
+    assert len(said) == 1 and "events_statements_current consumer is off" in said[0], err
+    rows = [t for line in out.splitlines() for f in json.loads(line)["files"] for t in f["threads"]]
+    writers = [t for t in rows if t["write_bytes"] and t["user"] == "root@localhost"]
+    assert writers, rows  # the INSERT's redo and binlog writes
+    assert {t["query"] for t in rows} <= {"(no statement)", "(background)", "(unknown thread)"}, rows

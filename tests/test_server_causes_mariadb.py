@@ -36,7 +36,7 @@ from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.devtools.traced import attached_line, report_json
 from mysqlio.devtools.workload import PeriodicBulkWriter
 from mysqlio.mysql_conn import ConnectionOptions, Connector
-from mysqlio.server_status import StatusSampler
+from mysqlio.server_status import BackgroundSampler, StatusSampler
 from mysqlio.server_timers import REFRESH_S, facts_in_samples
 
 PERIOD_S = 4
@@ -299,3 +299,19 @@ def test_the_settings_and_events_are_read_again_every_refresh_period() -> None:
             assert unchanged.facts == new.facts and not unchanged.facts_new
         finally:
             sampler.close()
+        # top's worker: read at start (open), and again after handing a sample over, never
+        # while top waits for one
+        background = BackgroundSampler(
+            StatusSampler.open(Connector.resolve(ConnectionOptions(), db.pid), clock=lambda: now[0]), wait_s=5
+        )
+        try:
+            a = background.take()
+            assert a.facts is not None and a.facts_new and a.facts.text("aria_checkpoint_interval") == "20"
+            db.sql("SET GLOBAL aria_checkpoint_interval = 25")
+            now[0] += REFRESH_S
+            b = background.take()  # handed over first, then the facts are read again
+            assert b.facts is a.facts and not b.facts_new
+            c = background.take()
+            assert c.facts_new and c.facts is not None and c.facts.text("aria_checkpoint_interval") == "25"
+        finally:
+            background.close()

@@ -166,10 +166,10 @@ class StatusSampler:
         self._facts_given: ServerFacts | None = None  # the facts the previous sample gave
 
     @classmethod
-    def open(cls, connector: Connector) -> StatusSampler:
+    def open(cls, connector: Connector, clock: Callable[[], float] = time.monotonic) -> StatusSampler:
         """Connect now, so bad credentials fail at start-up with one line (UserError),
         and read the server's timer settings and events once."""
-        sampler = cls(connector)
+        sampler = cls(connector, clock)
         sampler._conn = connector.open()
         with contextlib.suppress(pymysql.MySQLError, OSError):  # else the first sample tries again
             sampler._refresh_facts(sampler._conn)
@@ -179,6 +179,18 @@ class StatusSampler:
     def facts(self) -> ServerFacts | None:
         """The server's timer settings and events as last read (None: not yet)."""
         return self._facts
+
+    def refresh_facts(self) -> None:
+        """Read the settings and events again if due, outside a sample (BackgroundSampler:
+        after handing its sample over, so `top` never waits for them). A failure keeps the
+        facts read before and drops the connection: the next sample reconnects."""
+        if self._conn is None:
+            return
+        try:
+            self._refresh_facts(self._conn)
+        except (pymysql.MySQLError, OSError, UserError):
+            self.close()
+            self._last = None
 
     def _refresh_facts(self, conn: pymysql.connections.Connection) -> None:
         """Read the settings and events again when REFRESH_S have passed (in the worker)."""
@@ -198,14 +210,17 @@ class StatusSampler:
     def timeout_s(self) -> float:
         return self._connector.timeout_s
 
-    def sample(self) -> ServerStatus:
+    def sample(self, facts: bool = True) -> ServerStatus:
+        """The counters now; and the timer settings and events read again when due
+        (`facts=False`: not in this call, the caller runs `refresh_facts()` itself)."""
         now_wall = time.time()
         try:
             if self._conn is None:
                 self._conn = self._connector.open()
                 self._last = None  # counters may have restarted with the server
             status, metrics = self._read(self._conn)
-            self._refresh_facts(self._conn)
+            if facts:
+                self._refresh_facts(self._conn)
         except (pymysql.MySQLError, OSError, UserError) as exc:
             self.close()
             self._last = None
@@ -312,9 +327,10 @@ class BackgroundSampler:
             self._request.clear()
             if self._closed:
                 return
-            result = self._sampler.sample()
+            result = self._sampler.sample(facts=False)
             self._result = result
             self._done.set()
+            self._sampler.refresh_facts()  # when due (every REFRESH_S), the caller not waiting
 
     def take(self) -> ServerStatus:
         if not self._done.is_set():

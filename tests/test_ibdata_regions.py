@@ -15,7 +15,7 @@ import pytest
 from mysqlio.abi import Api, Op, Region
 from mysqlio.classify import Classifier
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
-from mysqlio.ibdata_regions import DOUBLEWRITE_MAGIC, RegionMap, read_regions
+from mysqlio.ibdata_regions import DOUBLEWRITE_MAGIC, RegionMap, parse, read_regions, separate_doublewrite
 from mysqlio.model import aggregate
 from mysqlio.probe import FileIdentity, OpCount
 from mysqlio.resolve import FileResolver
@@ -76,6 +76,20 @@ def test_zeroed_page5_assumes_the_documented_position(ibdata1: tuple[int, Path],
     assert "doublewrite position assumed" in m.assumed
     assert m.page_size == page_size  # page 0 still says it
     assert _doublewrite(m) == _doublewrite(read_regions(str(path)))  # the documented place is where it is
+
+
+def test_mysql_8_0_20_keeps_no_doublewrite_in_ibdata1(tmp_path: Path) -> None:
+    """MySQL 8.0.20+ writes its doublewrite buffer to #ib_*.dblwr files: an ibdata1 without
+    the magic then has no doublewrite region, and nothing is said to be assumed."""
+    assert separate_doublewrite("8.0.20") and separate_doublewrite("8.4.3") and separate_doublewrite("9.1.0")
+    assert not separate_doublewrite("8.0.19") and not separate_doublewrite("5.7.44")
+    assert not separate_doublewrite("10.11.19-MariaDB") and not separate_doublewrite(None)
+    page0 = bytearray(64)
+    page0[24:26] = (8).to_bytes(2, "big")
+    page0[54:58] = (0x15).to_bytes(4, "big")
+    m = parse(bytes(page0), bytes(200), assume_doublewrite=False)
+    assert m.assumed == "" and _doublewrite(m) == [] and m.region_at(1 * MiB) is Region.SYSTEM
+    assert _doublewrite(parse(bytes(page0), bytes(200))) == [(1 * MiB, 3 * MiB)]
 
 
 def test_unreadable_file_assumes_everything(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ a doublewrite batch lies inside the buffer, a page write is one page).
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import dataclass, replace
 
@@ -142,9 +143,22 @@ def extent_pages(page_size: int) -> int:
     return (1 << 20) // page_size if page_size <= 16384 else 64
 
 
-def parse(page0: bytes, trx_sys_tail: bytes | None, page_size_hint: int | None = None) -> RegionMap:
+def separate_doublewrite(version: str | None) -> bool:
+    """Whether this server version keeps its doublewrite buffer outside the system
+    tablespace (MySQL 8.0.20+: #ib_*.dblwr files); MariaDB (10.x and later) never does."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
+    if not m:
+        return False
+    major, minor, patch = (int(g) for g in m.groups())
+    return (major, minor, patch) >= (8, 0, 20) and major < 10
+
+
+def parse(
+    page0: bytes, trx_sys_tail: bytes | None, page_size_hint: int | None = None, assume_doublewrite: bool = True
+) -> RegionMap:
     """The regions, from page 0's first bytes and the doublewrite header of page 5
-    (the DOUBLEWRITE_FROM_END bytes from page 5's end - 200; None: unreadable)."""
+    (the DOUBLEWRITE_FROM_END bytes from page 5's end - 200; None: unreadable).
+    assume_doublewrite False (MySQL 8.0.20+): without the magic, no doublewrite region."""
     page_size = None
     # FIL_PAGE_TYPE (byte 24) of page 0 is FIL_PAGE_TYPE_FSP_HDR (8)
     if len(page0) >= FSP_SPACE_FLAGS_AT + 4 and struct.unpack_from(">H", page0, 24)[0] == 8:
@@ -164,10 +178,14 @@ def parse(page0: bytes, trx_sys_tail: bytes | None, page_size_hint: int | None =
             block1, block2 = b1, b2
         else:
             notes.append(f"doublewrite position assumed (page 5 names blocks {b1} and {b2})")
-    else:
+    elif assume_doublewrite:
         notes.append("doublewrite position assumed (page 5 unreadable or without the doublewrite magic)")
+    else:
+        block1 = block2 = -1  # the server keeps it in files of its own
     ranges = [Range(a * page_size, b * page_size, region) for a, b, region in FIXED_PAGES]
-    if block2 == block1 + block:  # always so far: one range
+    if block1 < 0:
+        pass
+    elif block2 == block1 + block:  # always so far: one range
         ranges.append(Range(block1 * page_size, (block2 + block) * page_size, Region.DOUBLEWRITE))
     else:
         ranges += [Range(b * page_size, (b + block) * page_size, Region.DOUBLEWRITE) for b in (block1, block2)]
@@ -175,7 +193,7 @@ def parse(page0: bytes, trx_sys_tail: bytes | None, page_size_hint: int | None =
     return RegionMap(page_size=page_size, ranges=tuple(ranges), assumed="; ".join(notes), fsp_header=fsp_header)
 
 
-def read_regions(path: str, page_size_hint: int | None = None) -> RegionMap:
+def read_regions(path: str, page_size_hint: int | None = None, assume_doublewrite: bool = True) -> RegionMap:
     """The regions of the system tablespace file at path (opened read-only; what cannot
     be read is assumed, and said in `assumed`)."""
     page0 = b""
@@ -183,7 +201,7 @@ def read_regions(path: str, page_size_hint: int | None = None) -> RegionMap:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return replace(parse(b"", None, page_size_hint), path=path)
+        return replace(parse(b"", None, page_size_hint, assume_doublewrite), path=path)
     try:
         page0 = os.pread(fd, 64, 0)
         flags_size = parse(page0, None, page_size_hint).page_size
@@ -193,4 +211,4 @@ def read_regions(path: str, page_size_hint: int | None = None) -> RegionMap:
         pass
     finally:
         os.close(fd)
-    return replace(parse(page0, tail, page_size_hint), path=path)
+    return replace(parse(page0, tail, page_size_hint, assume_doublewrite), path=path)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from . import backend, target
 from .classify import Classifier
-from .ibdata_regions import RegionMap, read_regions
+from .ibdata_regions import RegionMap, read_regions, separate_doublewrite
 from .layout import ServerLayout, read_layout
 from .probe import FileIdentity, NameSource, Probe
 from .resolve import FileResolver
@@ -102,7 +102,7 @@ def system_regions(layout: ServerLayout) -> dict[FileIdentity, RegionMap]:
         st = os.stat(path)
     except OSError:
         return {}
-    regions = read_regions(path)
+    regions = read_regions(path, assume_doublewrite=not separate_doublewrite(layout.version))
     # a file of that name that is no InnoDB tablespace (or cannot be read) stays whole
     return {FileIdentity(st.st_dev, st.st_ino): regions} if regions.fsp_header else {}
 

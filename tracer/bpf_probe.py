@@ -189,6 +189,7 @@ class BpfProbe:
             "threads": (ctypes.c_uint32, abi.ThreadName),
             "lat_a": (abi.LatKey, abi.LatHist),
             "aio_pending": (ctypes.c_uint64, abi.PendingIo),
+            "regions": (ctypes.c_uint32, abi.RegionTable),
         }
         for name, (key_t, value_t) in expected.items():
             m = self._obj.map(name)

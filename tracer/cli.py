@@ -544,6 +544,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_export(args)
         if args.command == "stap-build":
             return _cmd_stap_build(args)
+        if args.command == "exporter" and args.all:
+            from .exporter_fleet import run_fleet  # every server of the host
+
+            return run_fleet(args)
         if args.command == "exporter":
             from .exporter import run_exporter
 

@@ -407,10 +407,6 @@ def trace_into(pid: int, args: argparse.Namespace, state: ExporterState, stop: S
 
 
 def run_exporter(args: argparse.Namespace) -> int:
-    if getattr(args, "all", False):
-        from .exporter_fleet import run_fleet  # every server of the host (exporter --all)
-
-        return run_fleet(args)
     pid, args.backend = choose_target(args.pid, args.backend, mode=args.command)
     state = ExporterState(args.top_files, args.interval, args.backend, args.follow, pid)
     registry = CollectorRegistry(auto_describe=False)  # ours alone: no process / platform collectors

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import signal
+import subprocess
+import sys
+import time
 
 from mysqlio.abi import Api, By, Dir, Op, Owner
 from mysqlio.devices import DeviceActivity
@@ -106,3 +110,48 @@ def test_json_keeps_page_cache_and_devices() -> None:
     )
     assert disk["write_by"] == {"server_files": 81920, "server_direct": 0, "filesystem": 16384, "other": 0}
     assert obj["notes"] == ["a note"]
+
+
+_BLOCKED_WRITER = """
+import json, signal, sys, threading
+from mysqlio.output import write_whole
+stop = threading.Event()
+signal.signal(signal.SIGINT, lambda *_: stop.set())
+for i in range(int(sys.argv[1])):
+    write_whole(sys.stdout, json.dumps({"i": i, "pad": "x" * 12000}) + "\\n")
+"""
+
+
+def _wait_blocked_on_pipe(pid: int) -> None:
+    """Until the process sleeps in a pipe write (its reader is not reading)."""
+    for _ in range(3000):
+        with open(f"/proc/{pid}/wchan") as f:
+            if "pipe_write" in f.read():
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never blocked writing to its pipe")
+
+
+def test_a_signal_during_a_blocked_write_cuts_no_line() -> None:
+    """top --json | slow reader, then Ctrl-C: each SIGINT comes while the writer is blocked
+    on the full pipe; every line must still arrive whole (without write_whole's held-back
+    signals, CPython lost the rest of the interrupted write in about 1 run of 5)."""
+    lines, signals = 40, 5
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BLOCKED_WRITER, str(lines)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    out = b""
+    try:
+        for _ in range(signals):
+            _wait_blocked_on_pipe(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            out += proc.stdout.read(70_000)  # lets it write a few more lines, then block again
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    got = [json.loads(line)["i"] for line in (out + rest).decode().splitlines()]
+    assert got == list(range(lines))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from typing import Any, TextIO
 
@@ -18,6 +19,22 @@ TEXT_HEADER = (
 PAGE_CACHE_HEADER = f" {'dirty/s':>10} {'wback/s':>10} {'written back by':24}"
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def write_whole(out: TextIO, text: str) -> None:
+    """Write and flush `text` with the stop signals held back in this thread until it is out.
+    When a write is blocked on a full pipe (a slow reader) and a signal interrupts it,
+    CPython's buffered writer loses the rest of that write: a JSON line would be cut and the
+    next one glued to it. Held back, the signal is handled once the write is done."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        out.write(text)
+        out.flush()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def write_json(
     interval: Interval, out: TextIO, bursts: list[dict[str, Any]] | None = None, notes: list[str] | None = None
 ) -> None:
@@ -26,8 +43,7 @@ def write_json(
         obj["bursts"] = bursts  # the periodic bursts active now (mysqlio.bursts.Train.to_json)
     if notes:
         obj["notes"] = notes  # what mysqlio cannot count here (mysqlio.mapped_files.redo_note)
-    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
-    out.flush()
+    write_whole(out, json.dumps(obj, separators=(",", ":")) + "\n")
 
 
 LATENCY_HEADER = f" {'wr p50':>7} {'wr p99':>7} {'sy p50':>7} {'sy p99':>7}"
@@ -107,5 +123,4 @@ def format_groups(interval: Interval, group: str) -> str:
 
 
 def write_text(interval: Interval, out: TextIO, latency: bool = False, page_cache: bool = False) -> None:
-    out.write(format_text(interval, latency, page_cache) + "\n")
-    out.flush()
+    write_whole(out, format_text(interval, latency, page_cache) + "\n")

@@ -15,7 +15,7 @@ from .filters import Filters
 from .follow import trace_following
 from .live import LiveScreen, cbreak, render_totals
 from .model import GROUPS, SERVER_GROUPS, Interval
-from .output import format_groups, write_json, write_text
+from .output import format_groups, write_json, write_text, write_whole
 from .sampling import IntervalSampler, StopFlag, run_loop
 from .session import open_session, region_notes
 from .units import printable
@@ -65,15 +65,12 @@ class StreamSink:
             return
         write_text(interval, self._out, self._latency, self.page_cache)
         if self.group in SERVER_GROUPS:
-            self._out.write(format_groups(interval, self.group) + "\n")
-            self._out.flush()
+            write_whole(self._out, format_groups(interval, self.group) + "\n")
         if interval.server is not None:
-            self._out.write(printable(interval.server.summary()) + "\n\n")
-            self._out.flush()
+            write_whole(self._out, printable(interval.server.summary()) + "\n\n")
         banner = self._bursts.banner()
         if banner:
-            self._out.write(printable(banner) + "\n\n")
-            self._out.flush()
+            write_whole(self._out, printable(banner) + "\n\n")
 
     def wait(self, timeout_s: float) -> None:
         self._stop.wait(max(0.0, timeout_s))

@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -49,7 +51,7 @@ import pytest
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.replication import replica_pair, replica_status, wait_caught_up
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import read_json_line, start_top, stop_top
+from mysqlio.devtools.traced import read_json_line, start_top
 from mysqlio.verify.pfs import FileIo, summary_delta
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
@@ -164,19 +166,28 @@ def test_replica_files_exact_and_named(bpf_ready: None, pair: Pair) -> None:
     traced = Traced()
     try:
         traced.add(read_json_line(top.stdout, 30, "mysqlio top"))  # probes attached
+        # read every line as it comes: a JSON line with --mysql is ~12 KiB, a full pipe would
+        # block top's loop for most of the window
+        lines: list[str] = []
+        stdout = top.stdout
+        reader = threading.Thread(target=lambda: lines.extend(line for line in stdout if line.strip()), daemon=True)
+        reader.start()
         s1 = _snapshot(replica)
         assert not summary_delta(s0, s1), "replica I/O around the attach: the window is not exact"
         pair.bench.start(LOAD_S)
         pair.bench.wait(timeout_s=LOAD_S + 60)
         s2 = _quiet_snapshot(pair)
         time.sleep(INTERVAL_S * 1.2)
-        objects, _ = stop_top(top)
+        top.send_signal(signal.SIGINT)  # the last partial interval is printed
+        top.wait(timeout=20)
+        reader.join(timeout=20)
     finally:
         if top.poll() is None:
             top.kill()
             top.wait()
-    for obj in objects:
-        traced.add(obj)
+    assert top.returncode == 0, top.stderr.read() if top.stderr else ""
+    for line in lines:
+        traced.add(json.loads(line))
     s3 = _snapshot(replica)
     assert not summary_delta(s2, s3), "replica I/O after the last snapshot: the window is not exact"
     assert traced.lost_events == 0

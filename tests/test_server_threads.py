@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -97,6 +98,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             stderr=subprocess.PIPE,
             text=True,
         )
+        # read as it comes: a full pipe would block top's writes (and a SIGINT then cuts a
+        # line short: a limit of top's output, not of what is tested here)
+        top_lines: list[str] = []
+        reader = threading.Thread(target=lambda: top_lines.extend(top.stdout or ()), daemon=True)
+        reader.start()
         record = subprocess.Popen(
             [*MYSQLIO, "record", *common, "-o", trace, "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -123,7 +129,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             for proc in (top, record):
                 proc.send_signal(2)
             bench.stop()
-        top_out, top_err = top.communicate(timeout=30)
+        top.wait(30)
+        reader.join(30)
+        top_err = top.stderr.read() if top.stderr else ""
         _, rec_err = record.communicate(timeout=30)
         assert record.returncode == 0, rec_err
         assert top.returncode == 0, top_err
@@ -141,7 +149,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             assert out.returncode == 0, out.stderr
             reports[name] = json.loads(out.stdout)
         yield Run(
-            top=[_json_line(line) for line in top_out.split("\n") if line.strip()],
+            top=[_json_line(line) for line in top_lines if line.strip()],
             reports=reports,
             digest=digest,
             threads=threads,

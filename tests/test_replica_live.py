@@ -323,4 +323,4 @@ def test_verify_on_a_replica_under_load(bpf_ready: None, pair: Pair) -> None:
     assert result["verdict"]["state"] == "agree" and all(f["agrees"] for f in judged), result["verdict"]
     seen = {(f["kind"], f["op"]) for f in judged}
     assert {("relay_log", "write"), ("relay_log", "read"), ("replication_info", "write")} <= seen, seen
-    assert {f["name"] for f in judged if f["kind"] == "replication_info"} == {"master.info"}
+    assert "master.info" in {f["name"] for f in judged if f["kind"] == "replication_info"}

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from mysqlio.devtools.traced import read_json_line, report_json, start_record, start_top, stop_top
+from mysqlio.syscall_hook import HOOK_ENV
 
 pytestmark = [pytest.mark.bpf]
 
@@ -92,7 +93,9 @@ def _top_regions(objects: list[dict[str, Any]], path: str) -> dict[str, tuple[in
     return {r: tuple(v) for r, v in sums.items()}
 
 
-def test_every_byte_in_its_region(bpf_ready: None, tmp_path: Path) -> None:
+@pytest.mark.parametrize("hook", ["tracepoints", "raw"])
+def test_every_byte_in_its_region(bpf_ready: None, tmp_path: Path, hook: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(HOOK_ENV, hook)  # both ways of seeing syscalls (syscall_hook.py)
     # mysqlio reads the layout of a mysqld / mariadbd only: the child is this Python
     # interpreter under that name (its working directory is then its datadir)
     exe = tmp_path / "bin" / "mysqld"

@@ -59,6 +59,18 @@ def test_background_unknown_and_kernel_are_never_a_user() -> None:
     assert Timeline().view(101, 0.0, 1.0) is None  # no sample yet: no view
 
 
+def test_replica_threads_are_the_servers_not_a_users() -> None:
+    """A parallel replica worker is FOREGROUND with a processlist user (root@localhost) in
+    MariaDB 10.11's performance_schema; its work is the replica's, not that user's."""
+    worker = ServerThread(120, 30, "thread/sql/rpl_parallel_thread", False, 9, "root", "localhost", None)
+    sql = ServerThread(121, 31, "thread/sql/slave_sql", False, 10, "system user", "", None)
+    tl = Timeline()
+    tl.add(ThreadSample(10.5, [worker, sql]))
+    for tid, name in ((120, "replica worker"), (121, "replica SQL")):
+        view = tl.view(tid, 10.0, 11.0)
+        assert view is not None and (view.user, view.connection, view.query) == (BACKGROUND, name, BACKGROUND)
+
+
 def test_identity_in_force_changes_with_a_later_sample() -> None:
     """A thread pool's worker given to another connection: before the change it was alice's."""
     tl = _timeline()

@@ -75,9 +75,20 @@ _NAMES = {
     "slave_io": "replica I/O",
     "slave_sql": "replica SQL",
     "slave_worker": "replica worker",
+    "rpl_parallel_thread": "replica worker",
     "event_scheduler": "event scheduler",
     "event_worker": "event",
 }
+
+
+# threads performance_schema calls FOREGROUND (with a processlist id and a user, e.g. a
+# parallel replica worker as root@localhost) that run the server's own work, not a client's
+_SERVER_WORK = frozenset({"slave_io", "slave_sql", "slave_worker", "rpl_parallel_thread"})
+
+
+def runs_server_work(thread: ServerThread) -> bool:
+    """A background thread, or a replica thread: never a user's or a connection's."""
+    return thread.background or thread.name.rsplit("/", 1)[-1] in _SERVER_WORK
 
 
 def readable_name(name: str) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .server_threads import ServerThread, ThreadSample, readable_name
+from .server_threads import ServerThread, ThreadSample, readable_name, runs_server_work
 
 BACKGROUND = "(background)"
 UNKNOWN = "(unknown thread)"
@@ -81,7 +81,7 @@ def _identity(thread: ServerThread | None) -> tuple[str, str, ThreadView | None]
     """(user, connection) labels, or a complete view for threads that run no statements."""
     if thread is None:
         return UNKNOWN, UNKNOWN, UNKNOWN_VIEW
-    if thread.background:
+    if runs_server_work(thread):
         name = readable_name(thread.name)
         return BACKGROUND, name, ThreadView(BACKGROUND, name, BACKGROUND, server_thread=thread.name)
     user = f"{thread.user}@{thread.host}" if thread.user else f"(no user: {readable_name(thread.name)})"

@@ -289,3 +289,34 @@ def test_requests_never_completed_are_aged_out_and_counted(
     assert drops["lat_unmatched"] == drops["aged_out"]
     assert left == 0
     assert lost_events(drops) == 0  # only latencies were lost, no bytes
+
+
+def test_record_counts_requests_aged_out_as_lost_events(
+    disk: ThrottledDisk, iogen: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In record mode the event is written at completion: a request aged out is an event
+    lost (its later completion counts `unmatched` too), never a silent gap."""
+    from mysqlio import bpf_probe as probe_mod
+
+    monkeypatch.setattr(probe_mod, "PENDING_MAX_AGE_S", 0.05)
+    monkeypatch.setattr(probe_mod, "AGING_EVERY_S", 0.0)
+    work = tempfile.mkdtemp(dir=disk.mount)
+    gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "3"], disk.enter_cgroup)
+    try:
+        with probe_mod.BpfProbe(gen.pid, record_ring_bytes=1 << 20) as probe:
+            assert gen.stdin is not None and gen.stdout is not None
+            gen.stdin.write("go\n")
+            gen.stdin.flush()
+            while not select.select([gen.stdout], [], [], 0.02)[0]:
+                probe.drain_latency()
+            read_json_line(gen.stdout, 5, "iogen latency run")
+            probe.drain_latency()
+            drops = probe.drops().as_dict()
+    finally:
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    print(f"aged_out_events {drops['aged_out_events']}, unmatched {drops['unmatched']}")
+    assert "aged_out" not in drops
+    assert drops["aged_out_events"] >= 6  # 3 writes through each of libaio and io_uring, at least
+    assert lost_events(drops) >= drops["aged_out_events"]

@@ -249,7 +249,13 @@ class BpfProbe:
         """Cumulative counts of what could not be accounted: the kernel's, the
         pending requests aged out here, and the runs the kernel skipped."""
         kernel = self._obj.read_bss("drops", abi.DropCounters).as_dict()
-        return Drops({**kernel, "aged_out": self._aged_out, **self._skipped_runs()})
+        # top counts a libaio / io_uring request's bytes at submission: aging it out loses only
+        # its latency. record emits the event at completion: one aged out (its completion
+        # missed, e.g. returned by an io_getevents that was already waiting when the probes
+        # attached) is an event lost (its completion, should it come after all, also counts
+        # `unmatched`: a request in flight over 60 s may be counted lost twice, never zero times)
+        aged = "aged_out_events" if self._ring_bytes else "aged_out"
+        return Drops({**kernel, aged: self._aged_out, **self._skipped_runs()})
 
     def _skipped_runs(self) -> dict[str, int]:
         """Runs of a program the kernel skipped because the same program was already

@@ -38,12 +38,10 @@ at 0.5 s, which could fail the ±5 % by chance of phase alone.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +54,7 @@ from mysqlio.bursts.detect import detect
 from mysqlio.bursts.train import Series
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import attached_line, report_json, start_top
+from mysqlio.devtools.traced import TopCollector, attached_line, report_json
 from mysqlio.devtools.workload import PeriodicBulkWriter
 
 PERIOD_S = 4  # the job's period (the event scheduler's are whole seconds)
@@ -67,56 +65,6 @@ STEADY_S = 20.0
 ONE_SECOND_PHASE_S = 10.0
 TOLERANCE = 0.05  # period
 PERIODS_TO_DETECT = 3
-
-
-class TopCollector:
-    """`mysqlio top --json` in the background; its intervals as they come."""
-
-    def __init__(self, pid: int, interval_s: float) -> None:
-        self.proc = start_top(pid, interval_s)
-        self.intervals: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.strip():
-                obj = json.loads(line)
-                with self._lock:
-                    self.intervals.append(obj)
-
-    def wait_until(self, t: float, timeout_s: float = 30) -> None:
-        """Until top has printed an interval that ends at or after unix time t."""
-        deadline = time.monotonic() + max(0.0, t - time.time()) + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if self.intervals and self.intervals[-1]["time"] >= t:
-                    return
-            if self.proc.poll() is not None:
-                raise AssertionError(f"mysqlio top exited {self.proc.returncode}: {self.stderr()}")
-            time.sleep(0.05)
-        raise AssertionError(f"mysqlio top printed nothing after {t} within {timeout_s} s")
-
-    def between(self, start: float, end: float) -> list[dict[str, Any]]:
-        with self._lock:
-            return [o for o in self.intervals if start <= o["time"] <= end]
-
-    def stop(self) -> int:
-        """SIGINT (it prints the last partial interval and exits 0); its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._thread.join(timeout=5)
-        return self.proc.returncode
-
-    def stderr(self) -> str:
-        return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
 
 
 class Recording:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_follow import _server
 
 from mysqlio.devtools.scrape import (
     EXPORTER_INTERVAL_S,
@@ -31,19 +32,6 @@ from mysqlio.devtools.traced import read_json_line
 
 pytestmark = [pytest.mark.bpf]
 ARGS = ("--scenario", "write", "--scenario", "sync", "--scenario", "reads")
-
-
-def _server(binary: Path, datadir: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [str(binary), "--dir", str(datadir), "--wait", *ARGS],
-        cwd=datadir,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    assert read_json_line(proc.stdout, 10, binary.name).get("ready") is True
-    return proc
 
 
 def _run(proc: subprocess.Popen[str], datadir: Path) -> dict[str, dict[str, int]]:
@@ -107,7 +95,7 @@ def test_all_servers_labelled_exact_and_followed(bpf_ready: None, iogen: Path, t
         line = exporter.stderr.readline() if ready else ""
         assert line == f"mysqlio: exporting every mysqld / mariadbd of this host on http://127.0.0.1:{port}/metrics\n"
         # both servers start after the exporter
-        a, b = _server(mariadbd, a_dir), _server(mariadbd, b_dir)
+        a, b = _server(mariadbd, a_dir, *ARGS), _server(mariadbd, b_dir, *ARGS)
 
         def both_traced() -> bool:
             m = scrape(port)
@@ -143,7 +131,7 @@ def test_all_servers_labelled_exact_and_followed(bpf_ready: None, iogen: Path, t
         wait_for("a down", lambda: _value(scrape(port), "mysqlio_target_up", a_label) == 0)
         assert _value(scrape(port), "mysqlio_target_up", b_label) == 1
         # a restarts (same datadir): traced again, counted as a restart, totals go on
-        a2 = _server(mariadbd, a_dir)
+        a2 = _server(mariadbd, a_dir, *ARGS)
         wait_for("a traced again", lambda: _value(scrape(port), "mysqlio_target_pid", a_label) == a2.pid, 60)
         m = scrape(port)
         assert _value(m, "mysqlio_target_restarts_total", a_label) == 1

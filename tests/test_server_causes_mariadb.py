@@ -18,12 +18,10 @@ and `record --mysql` records the job's runs; the truths:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
@@ -33,7 +31,7 @@ from mysqlio.bursts.live import banner_order
 from mysqlio.bursts.train import Train
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import attached_line, report_json
+from mysqlio.devtools.traced import TopCollector, attached_line, report_json
 from mysqlio.devtools.workload import PeriodicBulkWriter
 from mysqlio.mysql_conn import ConnectionOptions, Connector
 from mysqlio.server_status import BackgroundSampler, StatusSampler
@@ -46,47 +44,6 @@ RATE = 150
 SCHEMA, TABLE = "causes", "bulk"
 ATTACH_S = 10  # the job's first run this long after CREATE EVENT
 PAGE_CLEANER_S = 10.0
-
-
-class _Top:
-    """`mysqlio top --json --mysql` in the background, its intervals read as they come (a
-    reader thread: the pipe never fills)."""
-
-    def __init__(self, pid: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mysqlio", "top", "-p", str(pid), "--json", "--mysql", "-i", str(TOP_INTERVAL_S)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.intervals: list[dict[str, Any]] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.strip():
-                self.intervals.append(json.loads(line))
-
-    def wait_first(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not self.intervals:
-            assert self.proc.poll() is None, f"mysqlio top exited {self.proc.returncode}: {self.stop()}"
-            assert time.monotonic() < deadline, "mysqlio top printed nothing"
-            time.sleep(0.05)
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._thread.join(timeout=5)  # the reader thread alone reads stdout, to its end
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()
 
 
 def _start_record(pid: int, trace: str) -> subprocess.Popen[str]:
@@ -129,8 +86,8 @@ def run(bpf_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
             # the event exists before the tracers start (they read the events at start, then
             # every server_timers.REFRESH_S); its first run once both are attached
             first = writer.start(delay_s=ATTACH_S)
-            top = _Top(db.pid)
-            top.wait_first()
+            top = TopCollector(db.pid, TOP_INTERVAL_S, ["--mysql"])
+            top.wait_until(0, timeout_s=60)
             rec = _start_record(db.pid, trace)
             assert time.time() < first - 0.5, "the tracers took longer than ATTACH_S to attach"
             time.sleep(max(0.0, first + (RUNS - 1) * PERIOD_S + 1.5 - time.time()))
@@ -138,8 +95,8 @@ def run(bpf_ready: None, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
             _, err = rec.communicate(timeout=60)
             assert rec.returncode == 0, err
             writer.stop()
-            err = top.stop()
-            assert top.proc.returncode == 0, err
+            code = top.stop()
+            assert code == 0, f"mysqlio top exited {code}: {top.stderr()}"
             truth = {
                 "burst_bytes": writer.burst_bytes(),
                 "burst_writes": writer.burst_writes(),

@@ -8,6 +8,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -179,6 +180,57 @@ def stop_top(top: subprocess.Popen[str], timeout_s: float = 20) -> tuple[list[di
     out, err = top.communicate(timeout=timeout_s)
     assert top.returncode == 0, f"mysqlio top exited {top.returncode}: {err}"
     return [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+class TopCollector:
+    """`mysqlio top --json` in the background, its intervals read as they come (a reader
+    thread: the pipe never fills)."""
+
+    def __init__(self, pid: int, interval_s: float, extra: Sequence[str] = ()) -> None:
+        self.proc = start_top(pid, interval_s, extra)
+        self.intervals: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                obj = json.loads(line)
+                with self._lock:
+                    self.intervals.append(obj)
+
+    def wait_until(self, t: float, timeout_s: float = 30) -> None:
+        """Until top has printed an interval that ends at or after unix time t (0: any)."""
+        deadline = time.monotonic() + max(0.0, t - time.time()) + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.intervals and self.intervals[-1]["time"] >= t:
+                    return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"mysqlio top exited {self.proc.returncode}: {self.stderr()}")
+            time.sleep(0.05)
+        raise AssertionError(f"mysqlio top printed nothing after {t} within {timeout_s} s")
+
+    def between(self, start: float, end: float) -> list[dict[str, Any]]:
+        with self._lock:
+            return [o for o in self.intervals if start <= o["time"] <= end]
+
+    def stop(self) -> int:
+        """SIGINT (it prints the last partial interval and exits 0); its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._thread.join(timeout=5)  # the reader thread alone reads stdout, to its end
+        return self.proc.returncode
+
+    def stderr(self) -> str:
+        return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
 
 
 @dataclass

@@ -422,8 +422,10 @@ class TraceReader:
             while True:
                 try:
                     batch, custom = reader.read_next_batch_with_custom_metadata()
-                    # a damaged batch can decode: out-of-range dictionary indices, bad offsets
+                    # a damaged batch can decode: out-of-range dictionary indices, bad offsets,
+                    # a field name that is not UTF-8, fewer columns than the schema
                     batch.validate(full=True)
+                    batch = _with_optional_columns(batch)
                 except StopIteration:
                     return
                 except (pa.ArrowException, OSError, ValueError):
@@ -434,6 +436,9 @@ class TraceReader:
                 if custom is not None:
                     lost = custom.get(b"lost_total")
                     if lost is not None:
+                        if not lost.isdigit():  # damaged: what was lost is unknown from here on
+                            self.truncated = not self.complete
+                            return
                         self.lost_total = int(lost)
                     status = custom.get(b"server_status")
                     if status is not None:
@@ -452,10 +457,10 @@ class TraceReader:
                     if custom.get(b"end") == b"1":
                         self.complete = True
                         end_wall = custom.get(b"end_wall")
-                        self.end_wall = float(end_wall) if end_wall is not None else None
+                        self.end_wall = _float_or_none(end_wall)
                 self.batches_read += 1
                 if batch.num_rows:
-                    yield _with_optional_columns(batch)
+                    yield batch
 
 
 def _with_optional_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -466,6 +471,15 @@ def _with_optional_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
         pa.array(np.zeros(batch.num_rows, np.int8), pa.int8()), pa.array(BY_NAMES, pa.string())
     )
     return pa.RecordBatch.from_arrays([*batch.columns, none], schema=COLUMNS)
+
+
+def _float_or_none(raw: bytes | None) -> float | None:
+    """A float of batch metadata; None when absent or damaged."""
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _status_samples(raw: bytes) -> list[dict[str, Any]]:

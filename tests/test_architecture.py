@@ -135,3 +135,16 @@ def test_siblings_are_imported_relatively() -> None:
         if _absolute_package_import(node)
     ]
     assert absolute == []
+
+
+def test_commands_import_without_a_mysql_driver() -> None:
+    """Only what talks to the server needs PyMySQL: the command line, the views, reports
+    and the exporter import without it (the SystemTap guests of the kernel matrix build
+    and run the module with a Python that has no PyMySQL; so may a DBA's host)."""
+    import subprocess
+    import sys
+
+    modules = ["cli", "view", "top", "record", "report.build", "plot", "export", "exporter", "exporter_fleet"]
+    code = "import sys; sys.modules['pymysql'] = None\n" + "".join(f"import mysqlio.{m}\n" for m in modules)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr

@@ -31,7 +31,9 @@ from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.traced import assert_one_line_error
 from mysqlio.devtools.two_users import ALICE, BOB
 from mysqlio.mysql_conn import ConnectionOptions, Connector
-from mysqlio.server_threads import PREPARED, ThreadSample, ThreadSampler
+from mysqlio.server_threads import PREPARED, ThreadSample
+from mysqlio.thread_attribution import NO_STATEMENT
+from mysqlio.thread_sampler import ThreadSampler
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb, pytest.mark.usefixtures("bpf_ready")]
 
@@ -207,9 +209,13 @@ def test_binlog_and_redo_of_connection_threads_go_to_bob(run: Run) -> None:
         assert users.get(f"{ALICE}@localhost", 0) == 0, (kind, users)
         run.shares[f"top {kind} by user, connection threads"] = users
         run.shares[f"top {kind} by user, all threads"] = _top_bytes(run, kind, "user")
-    # sysbench sends prepared statements, whose executions have no text in MariaDB 10.11's pfs
+    # sysbench sends prepared statements, whose executions have no text in MariaDB 10.11's pfs.
+    # Query attribution is sampled (4 Hz, the last 10 statements of a thread in its history):
+    # an interval in which none of a thread's statements was seen is "(no statement)" —
+    # unknown, never another query (seen: 1.8 % of bob's redo in one CI run)
     queries = _top_bytes(run, "redo", "query", connection_threads_only=True)
-    assert _share(queries, PREPARED) >= 0.99, queries
+    assert set(queries) <= {PREPARED, NO_STATEMENT}, queries
+    assert _share(queries, PREPARED) >= 0.95, queries
 
 
 def test_background_threads_are_never_a_users(run: Run) -> None:

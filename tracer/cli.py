@@ -379,7 +379,7 @@ def _thread_sampler(args: argparse.Namespace, status: object):  # -> ThreadSampl
         if group in SERVER_GROUPS:
             raise UserError(f"--group {group} needs --mysql (and performance_schema=ON on the server)")
         return None
-    from .server_threads import ThreadSampler
+    from .thread_sampler import ThreadSampler
 
     sampler = ThreadSampler.open(args.mysql_connector)
     problems = sampler.problems()

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from .model import FileActivity
 from .server_status import PeriodicSampler
-from .server_threads import ThreadSample, ThreadSampler
+from .server_threads import ThreadSample
 from .thread_attribution import Timeline
+from .thread_sampler import ThreadSampler
 
 RATE_HZ = 4.0  # samples a second: a statement running for 250 ms is seen while it runs
 KEEP_S = 1.0  # statements and exited threads remembered before an interval's start

@@ -49,7 +49,7 @@ class RecordOptions:
     backend: str = "bpf"  # "bpf" | "stap", chosen by backend.select_backend()
     follow: bool = False  # when the server exits, wait for it to restart; the trace notes the gap
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql): samples stored in the trace
-    threads: Any = None  # mysqlio.server_threads.ThreadSampler (--mysql): the threads' view, stored too
+    threads: Any = None  # mysqlio.thread_sampler.ThreadSampler (--mysql): the threads' view, stored too
 
 
 def parse_size(text: str) -> int:
@@ -146,7 +146,7 @@ class _Recording:
     progress: _Progress
     started: float  # monotonic; -d counts from here, across restarts
     status: Any = None  # a server_status.PeriodicSampler (--mysql)
-    threads: Any = None  # a server_status.PeriodicSampler of server_threads.ThreadSampler (--mysql)
+    threads: Any = None  # a server_status.PeriodicSampler of thread_sampler.ThreadSampler (--mysql)
     lost_total: int = 0  # events the kernel side could not deliver, all reasons
     lost_base: int = 0  # of those, lost by the probes of processes traced before
 

@@ -37,7 +37,8 @@ import pymysql
 
 from .errors import UserError
 from .mysql_conn import Connector, error_text, query
-from .server_timers import REFRESH_S, ServerFacts, read_facts
+from .server_facts_read import read_facts
+from .server_timers import REFRESH_S, ServerFacts
 from .units import human_bytes, human_rate
 
 # field -> status variables (first present wins); ("+", a, b) sums several
@@ -352,7 +353,7 @@ S = TypeVar("S")
 
 
 class Sampling(Protocol[S]):
-    """What `PeriodicSampler` runs: `StatusSampler`, `server_threads.ThreadSampler`."""
+    """What `PeriodicSampler` runs: `StatusSampler`, `thread_sampler.ThreadSampler`."""
 
     @property
     def timeout_s(self) -> float: ...
@@ -363,7 +364,7 @@ class Sampling(Protocol[S]):
 
 
 class PeriodicSampler(Generic[S]):
-    """A sampler (`StatusSampler`, `server_threads.ThreadSampler`) on its own schedule in
+    """A sampler (`StatusSampler`, `thread_sampler.ThreadSampler`) on its own schedule in
     a worker thread, for loops that must not block at all (record polls its ring buffer
     every 50 ms; top's thread view samples more often than its interval): `collect()`
     returns the samples completed since the previous call, at once. A server that does

@@ -36,7 +36,7 @@ class TopOptions:
     latency: bool = False  # p50 / p99 / max latency columns
     follow: bool = False  # when the server exits, wait for it to restart and go on
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql), sampled each interval
-    threads: Any = None  # mysqlio.server_threads.ThreadSampler (--mysql): user, connection, query of threads
+    threads: Any = None  # mysqlio.thread_sampler.ThreadSampler (--mysql): user, connection, query of threads
     backend: str = "bpf"  # "bpf" | "stap", chosen by backend.select_backend()
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -43,6 +42,7 @@ from .errors import UserError
 from .events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
 from .ibdata_regions import RegionMap
 from .probe import dev_from_kernel, dev_label
+from .trace_batch_meta import device_sample, float_or_none, gap_note, status_samples
 
 FORMAT_VERSION = 1
 MAGIC_KEY = b"mysqlio"
@@ -261,7 +261,7 @@ class TraceWriter:
         self._append(batch, custom)
         self.events_written += len(events)
 
-    def note_gap(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
+    def notegap_note(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
         """The traced server restarted (record --follow): nothing was traced from
         from_t to to_t (seconds since the start); an empty batch carries the note."""
         gap = {"from_t": round(from_t, 6), "to_t": round(to_t, 6), "old_pid": old_pid, "new_pid": new_pid}
@@ -384,7 +384,7 @@ class TraceReader:
         self.server_status: list[dict[str, Any]] = []  # the server's counters (record --mysql)
         # the server's view of its threads (record --mysql), server_threads.ThreadSample.to_json()
         self.server_threads: list[dict[str, Any]] = []
-        # block devices, one sample per batch that carried one (see _device_sample), as read so far
+        # block devices, one sample per batch that carried one (see device_sample), as read so far
         self.devices: list[dict[str, Any]] = []
         try:
             st = os.stat(path)
@@ -442,22 +442,22 @@ class TraceReader:
                         self.lost_total = int(lost)
                     status = custom.get(b"server_status")
                     if status is not None:
-                        self.server_status.extend(_status_samples(status))
+                        self.server_status.extend(status_samples(status))
                     threads = custom.get(b"server_threads")
                     if threads is not None:
-                        self.server_threads.extend(_status_samples(threads))
+                        self.server_threads.extend(status_samples(threads))
                     devices = custom.get(b"devices")
                     if devices is not None:
-                        sample = _device_sample(devices)
+                        sample = device_sample(devices)
                         if sample is not None:
                             self.devices.append(sample)
                     gap = custom.get(b"gap")
                     if gap is not None:
-                        self.gaps.append(_gap(gap))
+                        self.gaps.append(gap_note(gap))
                     if custom.get(b"end") == b"1":
                         self.complete = True
                         end_wall = custom.get(b"end_wall")
-                        self.end_wall = _float_or_none(end_wall)
+                        self.end_wall = float_or_none(end_wall)
                 self.batches_read += 1
                 if batch.num_rows:
                     yield batch
@@ -471,104 +471,6 @@ def _with_optional_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
         pa.array(np.zeros(batch.num_rows, np.int8), pa.int8()), pa.array(BY_NAMES, pa.string())
     )
     return pa.RecordBatch.from_arrays([*batch.columns, none], schema=COLUMNS)
-
-
-def _float_or_none(raw: bytes | None) -> float | None:
-    """A float of batch metadata; None when absent or damaged."""
-    try:
-        value = float(raw) if raw is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _status_samples(raw: bytes) -> list[dict[str, Any]]:
-    """Server status samples of a batch; damaged ones are dropped, never raised."""
-    try:
-        samples = json.loads(raw)
-    except ValueError:
-        return []
-    return [s for s in samples if isinstance(s, dict)] if isinstance(samples, list) else []
-
-
-# a device's counters in a sample, and the owners its bytes are split by (devices.OWNER_NAMES)
-_DEVICE_COUNTERS = ("read_bytes", "read_requests", "write_bytes", "write_requests")
-_DEVICE_OWNERS = ("server_files", "server_direct", "filesystem", "other")
-_MAX_COUNT = 1 << 62  # larger is damage, not I/O
-
-
-def _count(value: Any) -> int | None:
-    """A counter of a sample: an int in [0, 2^62), else None (damaged)."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT:
-        return value
-    return None
-
-
-def _small_number(text: str, limit: int) -> bool:
-    return 0 < len(text) <= 8 and text.isascii() and text.isdigit() and int(text) < limit
-
-
-def _seconds(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        return float(value)
-    return None
-
-
-def _device(obj: Any) -> dict[str, Any] | None:
-    """One device of a sample, checked; None when damaged."""
-    if not isinstance(obj, dict):
-        return None
-    name, dev = obj.get("name"), obj.get("dev")
-    if not isinstance(name, str) or not name or not isinstance(dev, str):
-        return None
-    major, sep, minor = dev.partition(":")
-    if not (sep and _small_number(major, 1 << 12) and _small_number(minor, 1 << 20)):
-        return None
-    out: dict[str, Any] = {"dev": f"{int(major)}:{int(minor)}", "name": name}
-    for key in _DEVICE_COUNTERS:
-        value = _count(obj.get(key))
-        if value is None:
-            return None
-        out[key] = value
-    for key in ("write_by", "read_by"):
-        split = obj.get(key)
-        if not isinstance(split, dict):
-            return None
-        checked = {owner: _count(split.get(owner, 0)) for owner in _DEVICE_OWNERS}
-        if any(v is None for v in checked.values()):
-            return None
-        out[key] = checked
-    return out
-
-
-def _device_sample(raw: bytes) -> dict[str, Any] | None:
-    """A batch's block-device sample: {"t", "interval_s", "devices"}; damaged devices
-    are dropped, a damaged sample is None, never raised."""
-    try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):  # also bad UTF-8
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("devices"), list):
-        return None
-    t, interval = _seconds(obj.get("t")), _seconds(obj.get("interval_s"))
-    if t is None or interval is None:
-        return None
-    devices = [d for d in (_device(x) for x in obj["devices"]) if d is not None]
-    return {"t": t, "interval_s": interval, "devices": devices}
-
-
-def _gap(raw: bytes) -> dict[str, Any]:
-    """A gap note, checked: a damaged one is reported as such, never raised."""
-    try:
-        obj = json.loads(raw)
-        return {
-            "from_t": float(obj["from_t"]),
-            "to_t": float(obj["to_t"]),
-            "old_pid": int(obj["old_pid"]),
-            "new_pid": int(obj["new_pid"]),
-        }
-    except (ValueError, KeyError, TypeError):
-        return {"from_t": None, "to_t": None, "old_pid": None, "new_pid": None, "damaged": True}
 
 
 def _not_a_stream(path: str, head: bytes) -> str:

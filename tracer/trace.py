@@ -261,7 +261,7 @@ class TraceWriter:
         self._append(batch, custom)
         self.events_written += len(events)
 
-    def notegap_note(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
+    def note_gap(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
         """The traced server restarted (record --follow): nothing was traced from
         from_t to to_t (seconds since the start); an empty batch carries the note."""
         gap = {"from_t": round(from_t, 6), "to_t": round(to_t, 6), "old_pid": old_pid, "new_pid": new_pid}

@@ -363,6 +363,16 @@ def wait_attached(t: Tracer, pid: int) -> None:
         t.fail("load failed", f"exited {t.proc.returncode} before attaching")
 
 
+def _drops_seen(intervals: list[dict[str, Any]]) -> dict[str, int]:
+    """The drop counters that moved during the run (each interval's are its own)."""
+    seen: dict[str, int] = {}
+    for obj in intervals:
+        for reason, count in (obj.get("drops") or {}).items():
+            if count:
+                seen[reason] = seen.get(reason, 0) + count
+    return seen
+
+
 def _iogen_rows(expected: dict[str, Any]) -> dict[str, dict[str, int]]:
     """iogen's counters per path; page-cache ones for the files of its page-cache scenarios."""
     return {
@@ -413,6 +423,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             t.want = _iogen_rows(expected)
             t.lost = {"lost_events": totals.lost_events}
             t.extra["intervals"] = len(intervals)
+            t.extra["drops"] = _drops_seen(intervals)  # which counters the lost events came from
             t.extra["paths_elsewhere"] = _elsewhere(totals.totals, workdir)
             try:
                 assert_exact(IogenRun(expected, totals, intervals), workdir)

@@ -47,7 +47,6 @@ class _Traced:
         self.label = label
         self.state = state
         self.thread: threading.Thread | None = None
-        self.error = ""
 
 
 class Fleet:
@@ -94,7 +93,6 @@ class Fleet:
         except (UserError, TargetGone, OSError) as exc:
             # one server that cannot be traced (its probe refused, gone before attach)
             # does not stop the others: said once, and its target_up stays 0
-            traced.error = str(exc)
             state.detached()
             print(f"mysqlio: {traced.label}: {exc}", file=sys.stderr, flush=True)
 

@@ -45,7 +45,25 @@ def not_exact(result: dict) -> dict[str, str]:
     }
     assert cells, "no cell at all in the result"
     explained = known_limits(result)
-    return {k: v for k, v in cells.items() if v != "exact" and explained.get(k.rsplit("/", 1)[1]) != v}
+    return {
+        k: v
+        for k, v in cells.items()
+        if v != "exact" and explained.get(k.rsplit("/", 1)[1]) != v and not skipped_and_counted(result, v)
+    }
+
+
+# On Debian sid's 7.2 kernel (PREEMPT_LAZY) the kernel skipped 1-3 runs of one of a tracer's
+# programs (its recursion_misses: the same program already running on that CPU) in about one
+# guest run in three; never on the 5.10-6.12 kernels (voluntary preemption) nor the host. The
+# likely cause, not verified: a program preempted mid-run, where a program runs ~50x longer
+# under emulation than on hardware. mysqlio counts each as lost; the guest judges
+# such a cell "skipped: ..." only when the tracer's losses were exactly the runs skipped and
+# its files short by no more (tools/matrix_guest.py). Nowhere else is it accepted.
+PREEMPTIBLE_PROGRAMS = ("lazy", "full", "rt")
+
+
+def skipped_and_counted(result: dict, verdict: str) -> bool:
+    return verdict.startswith("skipped: ") and result["kernel"].get("preempt") in PREEMPTIBLE_PROGRAMS
 
 
 def _explain(result: dict, bad: dict[str, str]) -> str:

@@ -8,12 +8,16 @@
 Benchmarks never fail on a number: they print a table (scenario, metric, median,
 min-max, ratio to baseline) and write the same to --out. Run as root.
 
-1. kernel_cost  in-kernel ns per event from kernel.bpf_stats_enabled (run_time_ns /
-                run_cnt) under MariaDB sysbench oltp_write_only: mysqlio top, record,
-                the pid-filter-only floor (tracer/bpf/empty.bpf.o), a bpftrace per-fd sum.
-2. tps          sysbench TPS: no tracer vs the floor vs top vs record vs strace -f vs
-                bpftrace ("-raw": on the raw sys_enter/sys_exit hook), interleaved
-                rounds, medians and per-round ratios to no tracer.
+1. kernel_cost  in-kernel cost from kernel.bpf_stats_enabled under sysbench oltp_write_only,
+                per server configuration: ns per program run, ns per traced request and
+                its ratio to the floor, for mysqlio top and record (each on either
+                syscall hook), the pid-filter-only floor (tracer/bpf/empty.bpf.o) and a
+                bpftrace per-fd sum (tools/bench_server.py).
+2. tps          sysbench oltp_write_only and oltp_read_write TPS at full speed, per server
+                configuration (MariaDB 10.11 on io_uring and on libaio, MariaDB 11.8):
+                no tracer vs the floor vs top vs record vs bpftrace vs pt-ioprofile,
+                interleaved rounds, medians and per-round ratios to no tracer; the
+                mysqlio process's CPU during the top and record runs.
    request_cost ns per pwrite64 of iogen flat out, untraced vs top / record on
                 either syscall hook: the cost of one traced request, caches warm.
 3. capacity     record at 100k..2M requests/s of small pwrites to tmpfs (iogen):
@@ -21,6 +25,11 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
 4. top_cpu      top's userspace CPU at 10k / 100k / 1M events/s.
 5. report       offline report speed and peak RSS (tools/bench_report.py).
 6. startup      command to first attached probe; RSS of top.
+
+MYSQLIO_BENCH_CONFIGS (10.11-io_uring,10.11-aio,11.8: the default, all) chooses the
+server configurations of tps and kernel_cost, MYSQLIO_BENCH_ROUNDS their rounds (10).
+A tool a benchmark needs that is missing (bpftrace, pt-ioprofile, sysbench, ...) ends
+the run with one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -41,20 +50,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
-from mysqlio import syscall_hook
-from mysqlio.devtools.traced import held_bpf_ids  # one fdinfo reader for tests and tools
-from mysqlio.syscall_hook import Hook
+# the tracers compared (bench_tracers.py); tools/bench_pagecache.py takes them from here
+from bench_tracers import MYSQLIO, SetupError, Tracer, bpf_prog_stats, wait_line
+
+if TYPE_CHECKING:
+    from mysqlio.devtools.sysbench import Sysbench
+
+__all__ = ["Result", "Suite", "Tracer", "add_tps_results", "bpf_prog_stats", "interleaved_tps"]
 
 REPO = Path(__file__).resolve().parent.parent
 
 IOGEN = REPO / "tools" / "iogen"
-MYSQLIO = [sys.executable, "-m", "mysqlio"]
-IO_SYSCALLS = (
-    "write,pwrite64,writev,pwritev,pwritev2,read,pread64,readv,preadv,preadv2,fsync,fdatasync,sync_file_range,io_submit"
-)
 
 
 @dataclass
@@ -118,140 +128,6 @@ def iogen_rate(directory: str, rate: int, seconds: float, threads: int = 1) -> s
         stdout=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_line(stream, prefix: str, timeout_s: float = 30) -> str:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = stream.readline()
-        if not line:
-            break
-        if line.startswith(prefix):
-            return line
-    raise RuntimeError(f"no line starting with {prefix!r}")
-
-
-def bpf_prog_stats(prog_ids: set[int]) -> dict[int, tuple[str, int, int]]:
-    """(name, run_time_ns, run_cnt) of each of the given programs, by id (the
-    kernel keeps 15 characters of a name)."""
-    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, check=True).stdout)
-    return {
-        p["id"]: (p.get("name", str(p["id"])), p.get("run_time_ns", 0), p.get("run_cnt", 0))
-        for p in progs
-        if p["id"] in prog_ids
-    }
-
-
-def held_prog_ids(pid: int) -> set[int]:
-    return held_bpf_ids(pid)["prog"]
-
-
-def ensure_tracefs() -> None:
-    """bpftrace's tracepoints and the floor's per-syscall ones need tracefs: mounted,
-    if nothing is, where libbpf and bpftrace look (as mysqlio itself does)."""
-    tracefs = syscall_hook.find_tracefs()
-    if not tracefs.events:
-        raise RuntimeError(f"{tracefs.problem} (fix: {tracefs.fix})")
-
-
-def bpftrace_script(pid: int) -> str:
-    """A bpftrace one-liner doing the same per-fd byte sum as mysqlio top."""
-    rw = ["write", "pwrite64", "writev", "pwritev", "pwritev2", "read", "pread64", "readv", "preadv", "preadv2"]
-    enters = ",".join(f"tracepoint:syscalls:sys_enter_{s}" for s in rw)
-    exits = ",".join(f"tracepoint:syscalls:sys_exit_{s}" for s in rw)
-    return (
-        f"{enters} /pid == {pid}/ {{ @fd[tid] = args->fd; }} "
-        f"{exits} /pid == {pid} && @fd[tid]/ {{ @bytes[@fd[tid]] = sum(args->ret); delete(@fd[tid]); }} "
-        "interval:s:1 { clear(@bytes); }"
-    )
-
-
-class Tracer:
-    """One of the tracers compared: started on a pid, stopped, its BPF programs known."""
-
-    def __init__(self, name: str, pid: int, tmp: str) -> None:
-        # "<tracer>-raw": mysqlio's probes (or the floor) on the raw sys_enter/sys_exit
-        # instead of the per-syscall tracepoints (tracer/syscall_hook.py)
-        # "<tracer>-nopc": mysqlio without its page-cache and device hooks (--no-page-cache)
-        self.page_cache = not name.endswith("-nopc")
-        name = name.removesuffix("-nopc")
-        self.name = name.removesuffix("-raw")
-        self.hook: Hook = "raw" if name.endswith("-raw") else "tracepoints"
-        self.pid = pid
-        self.proc: subprocess.Popen[str] | None = None
-        self._floor = None
-        self._tmp = tmp
-
-    def start(self) -> None:
-        if self.name == "none":
-            return
-        if self.name == "top":
-            self._start_mysqlio(["top", "-p", str(self.pid), "--json", "-i", "1"], "mysqlio: tracing pid")
-        elif self.name == "record":
-            self._start_mysqlio(
-                ["record", "-p", str(self.pid), "-o", f"{self._tmp}/bench.trace"], "mysqlio: recording pid"
-            )
-        elif self.name == "strace":
-            self.proc = subprocess.Popen(
-                ["strace", "-f", "-qq", "-e", f"trace={IO_SYSCALLS}", "-o", "/dev/null", "-p", str(self.pid)],
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            time.sleep(1.0)
-        elif self.name == "bpftrace":
-            ensure_tracefs()
-            self.proc = subprocess.Popen(
-                ["bpftrace", "-e", bpftrace_script(self.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-            wait_line(self.proc.stdout, "Attaching")
-            time.sleep(0.5)
-        elif self.name == "floor":
-            import ctypes
-
-            from mysqlio.libbpf import BpfObject
-
-            self._floor = BpfObject(str(REPO / "tracer" / "bpf" / "empty.bpf.o"))
-            unused = (
-                ("floor_sys_enter", "floor_sys_exit") if self.hook == "tracepoints" else ("floor_enter", "floor_exit")
-            )
-            for program in unused:
-                self._floor.disable_program(program)
-            self._floor.set_rodata("targ_tgid", ctypes.c_uint32(self.pid))
-            self._floor.load()
-            self._floor.attach_all()
-            if self.hook == "tracepoints":
-                ensure_tracefs()
-                syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit")
-        else:
-            raise ValueError(self.name)
-
-    def _start_mysqlio(self, args: list[str], ready: str) -> None:
-        """A mysqlio command, returned once it says its probes are attached."""
-        env = {**os.environ, syscall_hook.HOOK_ENV: self.hook}
-        if not self.page_cache:
-            args = [*args, "--no-page-cache"]
-        self.proc = subprocess.Popen(
-            [*MYSQLIO, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-        )
-        wait_line(self.proc.stderr, ready)
-
-    def prog_ids(self) -> set[int]:
-        if self.name == "floor":
-            return held_prog_ids(os.getpid())
-        return held_prog_ids(self.proc.pid) if self.proc else set()
-
-    def stop(self) -> None:
-        if self._floor is not None:
-            self._floor.close()
-            self._floor = None
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
 
 
 # ---------------------------------------------------------------- scenarios
@@ -433,106 +309,49 @@ def _sysbench_tps(output: str) -> float:
     return float(m.group(1))
 
 
-def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
-    """kernel_cost and tps share one MariaDB under sysbench oltp_write_only."""
-    from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
-    from mysqlio.devtools.sysbench import Sysbench
-
-    run_s = 3 if suite.smoke else 10
-    rounds = 1 if suite.smoke else int(os.environ.get("MYSQLIO_BENCH_ROUNDS", "10"))
-    # the datadir on tmpfs: the virtual disk's jitter would hide a few percent of
-    # tracer cost; without it the server is CPU-bound, which shows the cost fully
-    base = tempfile.mkdtemp(prefix="mysqlio-bench-db-", dir="/dev/shm")
-    try:
-        with MariaDB(MariaDBOptions(), base_dir=base) as db, tempfile.TemporaryDirectory() as tmp:
-            bench = Sysbench(db, tables=4, table_size=10000, threads=4)
-            bench.prepare()
-            if kernel_cost:
-                _kernel_cost(suite, db.pid, bench, run_s, tmp)
-            if tps:
-                _tps(suite, db.pid, bench, run_s, rounds, tmp)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _kernel_cost(suite: Suite, pid: int, bench: object, run_s: int, tmp: str) -> None:
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
-        for name in ("floor", "floor-raw", "top", "top-raw", "record", "bpftrace"):
-            tracer = Tracer(name, pid, tmp)
-            tracer.start()
-            ids = tracer.prog_ids()
-            before = bpf_prog_stats(ids)
-            bench.start(run_s)  # type: ignore[attr-defined]
-            bench.wait(timeout_s=run_s + 60)  # type: ignore[attr-defined]
-            after = bpf_prog_stats(ids)
-            tracer.stop()
-            per_prog = {
-                prog_id: (prog, ns - before.get(prog_id, (prog, 0, 0))[1], cnt - before.get(prog_id, (prog, 0, 0))[2])
-                for prog_id, (prog, ns, cnt) in after.items()
-            }
-            ns = sum(ns for _, ns, _ in per_prog.values())
-            runs = sum(cnt for _, _, cnt in per_prog.values())
-            suite.add(
-                Result(
-                    f"in-kernel cost: {name}",
-                    "ns per program run",
-                    [ns / max(runs, 1)],
-                    "ns",
-                    note=f"{runs:,} runs, {ns / 1e6 / run_s:.1f} ms of BPF per second of load",
-                )
-            )
-            if name in ("top", "record"):  # where the time goes, program by program
-                for prog, p_ns, p_runs in sorted(per_prog.values()):
-                    if p_runs:
-                        suite.add(
-                            Result(
-                                f"in-kernel cost: {name}, {prog}",
-                                "ns per program run",
-                                [p_ns / p_runs],
-                                "ns",
-                                note=f"{p_runs:,} runs",
-                            )
-                        )
-    finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
-
-
 def interleaved_tps(
-    pid: int, bench: object, run_s: int, rounds: int, tmp: str, variants: Sequence[str], seed: int
+    pid: int,
+    bench: Sysbench,
+    run_s: int,
+    rounds: int,
+    tmp: str,
+    variants: Sequence[str],
+    seed: int,
+    *,
+    script: str = "oltp_write_only",
+    cpu: dict[str, list[float]] | None = None,
 ) -> dict[str, list[float]]:
     """sysbench's TPS under each tracer variant, `rounds` rounds, each round running every
-    variant once in a new order (A/B interleaved: the machine's drift hits all alike)."""
+    variant once in a new order (A/B interleaved: the machine's drift hits all alike).
+    `cpu`: for each variant it names, the tracer process's CPU over each run (% of a core)."""
     tps: dict[str, list[float]] = {v: [] for v in variants}
     order = list(variants)
     rng = random.Random(seed)
     for _ in range(rounds):
         rng.shuffle(order)
         for name in order:
-            tracer = Tracer(name, pid, tmp)
+            tracer = Tracer(name, pid, tmp, run_s=run_s)
             tracer.start()
             try:
-                bench.start(run_s)  # type: ignore[attr-defined]
-                tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))  # type: ignore[attr-defined]
+                cpu0, t0 = tracer.cpu_seconds(), time.monotonic()
+                bench.start(run_s, script=script)
+                tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))
+                if cpu is not None and name in cpu:
+                    cpu[name].append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
             finally:
                 tracer.stop()
     return tps
 
 
-def _tps(suite: Suite, pid: int, bench: object, run_s: int, rounds: int, tmp: str) -> None:
-    # floor: the same tracepoints with only the pid filter, to separate the cost
-    # of enabling syscall tracepoints from the cost of our accounting; "-raw": on
-    # the raw sys_enter/sys_exit every syscall runs, the fallback hook
-    variants = ["none", "floor", "floor-raw", "top", "top-raw", "record", "strace", "bpftrace"]
-    tps = interleaved_tps(pid, bench, run_s, rounds, tmp, variants, seed=7)
-    add_tps_results(suite, tps, "sysbench oltp_write_only under", f"{rounds} rounds of {run_s} s")
-
-
-def add_tps_results(suite: Suite, tps: dict[str, list[float]], title: str, note: str) -> None:
-    """One row per variant ("<title> <variant>"), each with its per-round ratios to "none"."""
+def add_tps_results(
+    suite: Suite, tps: dict[str, list[float]], title: str, note: str, notes: dict[str, str] | None = None
+) -> None:
+    """One row per variant ("<title> <variant>"), each with its per-round ratios to "none";
+    `notes` replaces `note` for the variants it names."""
     for name, values in tps.items():
         paired = [] if name == "none" else [t / n for t, n in zip(values, tps["none"], strict=True)]
-        suite.add(Result(f"{title} {name}", "TPS", values, note=note, paired_ratios=paired))
+        row_note = (notes or {}).get(name, note)
+        suite.add(Result(f"{title} {name}", "TPS", values, note=row_note, paired_ratios=paired))
 
 
 # ---------------------------------------------------------------- main
@@ -558,12 +377,36 @@ SCENARIOS: dict[str, Callable[[Suite], None]] = {
     "top_cpu": bench_top_cpu,
     "startup": bench_startup,
     "report": bench_report,
-    "kernel_cost": lambda s: bench_server(s, kernel_cost=True, tps=False),
-    "tps": lambda s: bench_server(s, kernel_cost=False, tps=True),
+    # a MariaDB per configuration under sysbench (tools/bench_server.py)
+    "kernel_cost": lambda s: __import__("bench_server").bench_server(s, kernel_cost=True, tps=False),
+    "tps": lambda s: __import__("bench_server").bench_server(s, kernel_cost=False, tps=True),
     "soak": bench_soak,
     # the page-cache hooks on and off, a server on a real block device (tools/bench_pagecache.py)
     "pagecache": lambda s: __import__("bench_pagecache").bench_pagecache(s),
 }
+
+
+# rough run time of the scenarios with a fixed length (seconds: full, smoke); tps and
+# kernel_cost depend on the configurations and rounds chosen (bench_server.estimate_s)
+FIXED_ESTIMATE_S = {
+    "capacity": (90, 15),
+    "request_cost": (150, 20),
+    "top_cpu": (40, 5),
+    "startup": (15, 5),
+    "report": (60, 10),
+    "soak": (650, 0),
+    "pagecache": (620, 60),
+}
+
+
+def estimate_s(chosen: Sequence[str], smoke: bool) -> float:
+    """How long the chosen scenarios take, roughly (seconds)."""
+    total = sum(FIXED_ESTIMATE_S[name][smoke] for name in chosen if name in FIXED_ESTIMATE_S)
+    if "tps" in chosen or "kernel_cost" in chosen:
+        from bench_server import estimate_s as server_estimate_s
+
+        total += server_estimate_s(smoke, kernel_cost="kernel_cost" in chosen, tps="tps" in chosen)
+    return total
 
 
 def machine() -> str:
@@ -612,6 +455,29 @@ probes (or the floor) on the raw `sys_enter`/`sys_exit` hook, the fallback when
 tracefs lacks the per-syscall events; without the suffix, the per-syscall
 tracepoints of the 16 I/O syscalls (the default, `tracer/syscall_hook.py`).
 Benchmarks never fail on a number.
+
+The server rows (`tools/bench_server.py`) run sysbench at full speed (4 threads)
+against each configuration, its own server: the host's MariaDB 10.11 with InnoDB
+on io_uring and on libaio, its datadir on tmpfs (CPU-bound: a tracer's cost shows
+fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk.
+"floor": the same tracepoints with only the pid filter, the cost of enabling
+them at all. "pt-ioprofile": percona-toolkit's, an strace of every syscall of the
+server for the run. "-nopc": mysqlio without its page-cache and device hooks;
+on tmpfs those hooks never run (no writeback), so the pair is only compared on
+disk (11.8; `pagecache` below measures them on a loop ext4). Each TPS row's
+note says what that tracer can see: bpftrace's per-fd sum and pt-ioprofile see
+syscalls only, so neither sees the bytes InnoDB moves with io_uring or libaio
+(pt-ioprofile sees the io_submit / io_uring_enter calls); mysqlio sees those
+requests. "mysqlio userspace CPU": the top or record process's user+system CPU
+over each TPS run, % of one core.
+
+"ns per traced request" (kernel_cost): all of the tracer's programs' run time
+divided by the requests they served: the runs of its syscall-enter programs
+(once per syscall entering a hooked tracepoint, of any process: the pid filter is
+inside; on the raw hook that is every syscall of the machine) plus its io_uring
+submissions; for bpftrace, the runs of its `sys_enter_*` programs. "ratio to the
+floor": that figure over the floor's on the same hook (targets: top ≤ 2.5×,
+record ≤ 3×).
 """
 
 
@@ -626,9 +492,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown scenario {', '.join(sorted(unknown))}")
     suite = Suite(smoke=args.smoke)
-    for name in chosen:
-        print(f"== {name}", flush=True)
-        SCENARIOS[name](suite)
+    try:
+        print(f"estimated run time: about {estimate_s(chosen, args.smoke) / 60:.0f} min", flush=True)
+        for name in chosen:
+            print(f"== {name}", flush=True)
+            SCENARIOS[name](suite)
+    except (SetupError, ValueError) as e:  # a missing tool or root, a bad MYSQLIO_BENCH_* value
+        print(f"bench: {e}", file=sys.stderr, flush=True)
+        return 2
     if args.out:
         write_markdown(args.out, suite, "make bench" if not args.smoke else "tools/bench.py --smoke")
     return 0

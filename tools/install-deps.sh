@@ -4,7 +4,8 @@
 set -eu
 # systemtap + Debian's kernel headers: the SystemTap backend's scripts are compiled
 # (stap -p4) against them in the tests; this machine's own kernel has no headers package.
-# strace and bpftrace are what the benchmarks compare mysqlio with.
+# strace and bpftrace are what the benchmarks compare mysqlio with; so is percona-toolkit's
+# pt-ioprofile (strace of every syscall of a pid, files named by lsof, which it does not depend on).
 # debootstrap builds the Debian 11 / 13 roots of tests/test_foreign_servers.py (tools/server_roots.py).
 # qemu-system-x86, kmod (depmod) and busybox-static: virtme-ng (in .venv) boots Debian's
 # stock kernels under emulation for the kernel matrix (tools/kernels.py, tools/guest.py);
@@ -14,7 +15,7 @@ set -eu
 # triples the boot time; tools/guest.py does not need it.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
 libaio-dev liburing-dev mariadb-server mariadb-client sysbench
-python3 python3-venv strace tmux bpftrace util-linux
+python3 python3-venv strace percona-toolkit lsof tmux bpftrace util-linux
 systemtap linux-headers-$(dpkg --print-architecture)
 qemu-system-x86 kmod busybox-static
 debootstrap prometheus"

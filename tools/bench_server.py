@@ -1,0 +1,300 @@
+"""The cost to a fast MariaDB (issue 19): sysbench at full speed (4 threads) under each
+tracer, for each server configuration. Called by tools/bench.py (scenarios "tps" and
+"kernel_cost"), each configuration its own server:
+
+    10.11-io_uring  the host's MariaDB, InnoDB on io_uring, datadir on tmpfs (/dev/shm)
+    10.11-aio       the same on libaio
+    11.8            MariaDB 11.8 in a Debian 13 (trixie) root (tools/server_roots.py), its
+                    datadir in the root, on the host's disk, InnoDB's default backend
+
+MYSQLIO_BENCH_CONFIGS=10.11-io_uring,11.8 chooses some; MYSQLIO_BENCH_ROUNDS the rounds.
+The datadir on tmpfs: the virtual disk's jitter would hide a few percent of tracer cost;
+without it the server is CPU-bound, which shows the cost fully. On tmpfs the page-cache
+hooks never run, so top/record without them ("-nopc") are only compared on disk (11.8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bench import Result, Suite, add_tps_results, interleaved_tps
+from bench_tracers import CAN_SEE, SetupError, Tracer, base_name, bpf_prog_stats, require, require_tracers
+
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.sysbench import Sysbench
+
+WORKLOADS = ("oltp_write_only", "oltp_read_write")
+KERNEL_WORKLOAD = "oltp_write_only"
+TPS_VARIANTS = ("none", "floor", "top", "record", "bpftrace", "pt-ioprofile")
+KERNEL_VARIANTS = ("floor", "floor-raw", "top", "top-raw", "record", "record-raw", "bpftrace")
+NOPC = ("top-nopc", "record-nopc")  # where the page-cache hooks run: not on tmpfs
+RATIO_TO_FLOOR = {"top": "target ≤ 2.5×", "record": "target ≤ 3×"}  # by tracer, on the same hook
+CPU_TARGET = {"top": "target ≤ 0.5 %", "record": "target ≤ 2 %"}
+PER_PROGRAM = ("top", "record")  # kernel_cost rows program by program
+ROOT_SUITE = "trixie"
+ROOTS_TIMEOUT_S = 900
+# Program names as the kernel keeps them (15 characters): one run per request.
+# mysqlio's and the floor's syscall-enter programs run once per syscall entering a hooked
+# tracepoint, of any process (the pid filter is inside); io_uring submissions have their own.
+REQUEST_PROGRAMS = {
+    "tracepoints": ("handle_enter", "floor_enter", "handle_uring_su"),
+    "raw": ("handle_sys_ente", "floor_sys_enter", "handle_uring_su"),
+}
+BPFTRACE_ENTER = "sys_enter_"  # bpftrace names a tracepoint's program after it
+# per-run overheads for the estimate: a tracer's start and stop, sysbench's connect
+RUN_OVERHEAD_S = 1.0
+SERVER_START_S = 15.0
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    key: str  # its name in MYSQLIO_BENCH_CONFIGS
+    backend: str  # MariaDBOptions.innodb_backend
+    root_suite: str | None  # the Debian release whose root it runs in; None: the host's
+    where: str  # which server, for the notes
+    on_tmpfs: bool  # its datadir: then the page-cache hooks never run ("-nopc" left out)
+
+    @property
+    def tps_variants(self) -> tuple[str, ...]:
+        return TPS_VARIANTS if self.on_tmpfs else (*TPS_VARIANTS, *NOPC)
+
+    @property
+    def kernel_variants(self) -> tuple[str, ...]:
+        return KERNEL_VARIANTS if self.on_tmpfs else (*KERNEL_VARIANTS, *NOPC)
+
+
+CONFIGS = {
+    c.key: c
+    for c in (
+        ServerConfig("10.11-io_uring", "io_uring", None, "the host's server", on_tmpfs=True),
+        ServerConfig("10.11-aio", "aio", None, "the host's server", on_tmpfs=True),
+        ServerConfig("11.8", "default", ROOT_SUITE, f"in a Debian {ROOT_SUITE} root", on_tmpfs=False),
+    )
+}
+
+
+def chosen_configs() -> list[ServerConfig]:
+    keys = [k for k in os.environ.get("MYSQLIO_BENCH_CONFIGS", ",".join(CONFIGS)).split(",") if k]
+    unknown = [k for k in keys if k not in CONFIGS]
+    if unknown:
+        raise ValueError(f"MYSQLIO_BENCH_CONFIGS: unknown {', '.join(unknown)} (known: {', '.join(CONFIGS)})")
+    return [CONFIGS[k] for k in keys]
+
+
+def run_seconds(smoke: bool) -> int:
+    return 3 if smoke else 10
+
+
+def rounds_of(smoke: bool) -> int:
+    return 1 if smoke else int(os.environ.get("MYSQLIO_BENCH_ROUNDS", "10"))
+
+
+def estimate_s(smoke: bool, kernel_cost: bool, tps: bool) -> float:
+    """How long the chosen configurations take (seconds, roughly)."""
+    per_run = run_seconds(smoke) + RUN_OVERHEAD_S
+    total = 0.0
+    for config in chosen_configs():
+        if kernel_cost:
+            total += SERVER_START_S + len(config.kernel_variants) * per_run
+        if tps:
+            total += SERVER_START_S + len(WORKLOADS) * rounds_of(smoke) * len(config.tps_variants) * per_run
+    return total
+
+
+# ---------------------------------------------------------------- the servers
+
+
+@dataclass
+class Server:
+    db: MariaDB
+    bench: Sysbench
+    title: str  # "MariaDB 10.11 io_uring"
+    note: str  # which server, where its datadir is, the backend asked when another is in use
+
+
+def root_of(suite: str) -> str:
+    """The Debian root of `suite` (tools/server_roots.py builds it if missing); a clear
+    error if it cannot be built."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_roots.py")
+    res = subprocess.run(
+        [sys.executable, script, "--json", suite], capture_output=True, text=True, timeout=ROOTS_TIMEOUT_S, check=False
+    )
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SetupError(f"cannot build the Debian {suite} root (tools/server_roots.py {suite}): {last}")
+    return str(json.loads(res.stdout)[suite])
+
+
+@contextlib.contextmanager
+def started(config: ServerConfig) -> Iterator[Server]:
+    """The configuration's server with sysbench's tables, gone afterwards."""
+    require("sysbench", "mariadb")
+    options = MariaDBOptions(innodb_backend=config.backend)
+    base = None
+    if not config.on_tmpfs:
+        from mysqlio.devtools.rooted_mariadb import RootedMariaDB
+
+        # a tmpfs on its /dev/shm, as on a booted system: 11.8 writes its redo log with
+        # pwrite (on a plain directory it would memory-map it, no syscall to see)
+        db: MariaDB = RootedMariaDB(root_of(config.root_suite or ROOT_SUITE), options, shm_on_disk=False)
+    else:
+        base = tempfile.mkdtemp(prefix="mysqlio-bench-db-", dir="/dev/shm")
+        db = MariaDB(options, base_dir=base)
+    try:
+        with db:
+            bench = Sysbench(db, tables=4, table_size=10000, threads=4)
+            bench.prepare()
+            try:
+                yield describe(db, bench, config)
+            finally:
+                bench.stop()
+    finally:
+        if base:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def datadir_fstype(path: str) -> str:
+    """The type of the filesystem `path` is on (of the top mount where several are stacked)."""
+    found = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", path], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return found[-1] if found else "?"
+
+
+def describe(db: MariaDB, bench: Sysbench, config: ServerConfig) -> Server:
+    version = ".".join(db.version().split("-")[0].split(".")[:2])
+    in_use = db.innodb_backend_in_use()
+    fstype = datadir_fstype(db.datadir)
+    note = f"{config.where}, datadir on {fstype}" + ("" if fstype == "tmpfs" else " (not tmpfs)")
+    if config.on_tmpfs != (fstype == "tmpfs"):
+        expected = "tmpfs" if config.on_tmpfs else "a filesystem other than tmpfs"
+        raise SetupError(f"{config.key}: its datadir {db.datadir} is on {fstype}, not on {expected}")
+    if config.backend != "default" and in_use != config.backend:
+        note += f"; asked {config.backend}, the server fell back"
+    return Server(db, bench, f"MariaDB {version} {in_use}", note)
+
+
+def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
+    require("findmnt")
+    require_tracers((*(KERNEL_VARIANTS if kernel_cost else ()), *(TPS_VARIANTS if tps else ())))
+    configs = chosen_configs()
+    for config in configs:
+        print(f"-- {config.key}", flush=True)
+        with started(config) as server, tempfile.TemporaryDirectory() as tmp:
+            if kernel_cost:
+                _kernel_cost(suite, server, config, run_seconds(suite.smoke), tmp)
+            if tps:
+                for workload in WORKLOADS:
+                    _tps(suite, server, config, workload, tmp)
+
+
+# ---------------------------------------------------------------- TPS
+
+
+def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp: str) -> None:
+    run_s, rounds = run_seconds(suite.smoke), rounds_of(suite.smoke)
+    cpu: dict[str, list[float]] = {name: [] for name in CPU_TARGET}
+    tps = interleaved_tps(
+        server.db.pid, server.bench, run_s, rounds, tmp, config.tps_variants, seed=7, script=workload, cpu=cpu
+    )
+    title = f"sysbench {workload}, {server.title},"
+    note = f"{rounds} rounds of {run_s} s; {server.note}"
+    sees = {name: CAN_SEE[base_name(name)] for name in config.tps_variants}
+    notes = {name: f"{note}; sees: {seen}" if seen else note for name, seen in sees.items()}
+    add_tps_results(suite, tps, f"{title} under", note, notes=notes)
+    for name, values in cpu.items():
+        suite.add(
+            Result(
+                f"{title} {name}",
+                "mysqlio userspace CPU",
+                values,
+                "% of a core",
+                note=f"user+system of the mysqlio process over each run; {rounds} rounds of {run_s} s; {CPU_TARGET[name]}",
+            )
+        )
+
+
+# ---------------------------------------------------------------- in the kernel
+
+
+def _kernel_cost(suite: Suite, server: Server, config: ServerConfig, run_s: int, tmp: str) -> None:
+    """One run of each variant under oltp_write_only with kernel.bpf_stats_enabled."""
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    per_request: dict[str, float] = {}
+    try:
+        for name in config.kernel_variants:
+            runs = _program_runs(server, name, run_s, tmp)
+            per_request[name] = _kernel_rows(suite, server, name, runs, run_s, per_request)
+    finally:
+        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+
+
+def _program_runs(server: Server, name: str, run_s: int, tmp: str) -> dict[int, tuple[str, int, int]]:
+    """(name, ns, runs) of each of the tracer's programs over one run of the load."""
+    tracer = Tracer(name, server.db.pid, tmp, run_s=run_s)
+    tracer.start()
+    try:
+        ids = tracer.prog_ids()
+        before = bpf_prog_stats(ids)
+        server.bench.start(run_s, script=KERNEL_WORKLOAD)
+        server.bench.wait(timeout_s=run_s + 60)
+        after = bpf_prog_stats(ids)
+    finally:
+        tracer.stop()
+    runs = {}
+    for prog_id, (prog, ns, cnt) in after.items():
+        _, ns0, cnt0 = before.get(prog_id, (prog, 0, 0))
+        runs[prog_id] = (prog, ns - ns0, cnt - cnt0)
+    return runs
+
+
+def requests_of(name: str, runs: dict[int, tuple[str, int, int]]) -> tuple[int, str]:
+    """The requests a variant's programs served, and how they were counted."""
+    if base_name(name) == "bpftrace":
+        enters = sum(cnt for prog, _, cnt in runs.values() if prog.startswith(BPFTRACE_ENTER))
+        return enters, "runs of its sys_enter_* programs"
+    hook = "raw" if name.endswith("-raw") else "tracepoints"
+    enters = sum(cnt for prog, _, cnt in runs.values() if prog.startswith(REQUEST_PROGRAMS[hook]))
+    where = "raw sys_enter: every syscall of every process" if hook == "raw" else "the I/O syscalls' tracepoints"
+    return enters, f"runs of its enter programs ({where}) and io_uring submits"
+
+
+def _kernel_rows(
+    suite: Suite,
+    server: Server,
+    name: str,
+    runs: dict[int, tuple[str, int, int]],
+    run_s: int,
+    per_request: dict[str, float],
+) -> float:
+    """The variant's rows; returns its ns per traced request."""
+    label = f"in-kernel cost: {name}, sysbench {KERNEL_WORKLOAD}, {server.title}"
+    ns = sum(ns for _, ns, _ in runs.values())
+    count = sum(cnt for _, _, cnt in runs.values())
+    requests, counted = requests_of(name, runs)
+    ns_per_request = ns / max(requests, 1)
+    bpf_ms = f"{ns / 1e6 / run_s:.1f} ms of BPF per second of load"
+    suite.add(Result(label, "ns per program run", [ns / max(count, 1)], "ns", note=f"{count:,} runs, {bpf_ms}"))
+    suite.add(Result(label, "ns per traced request", [ns_per_request], "ns", note=f"{requests:,} requests: {counted}"))
+    target = RATIO_TO_FLOOR.get(base_name(name))
+    if target and not name.endswith("-raw") and per_request.get("floor"):
+        # (not on the raw hook: there the requests are every syscall of the machine)
+        ratio = ns_per_request / per_request["floor"]
+        suite.add(
+            Result(label, "ratio to the floor", [ratio], note=f"ns per traced request over the floor's; {target}")
+        )
+    if name in PER_PROGRAM:  # where the time goes, program by program
+        for prog, p_ns, p_runs in sorted(runs.values()):
+            if p_runs:
+                suite.add(
+                    Result(f"{label}, {prog}", "ns per program run", [p_ns / p_runs], "ns", note=f"{p_runs:,} runs")
+                )
+    return ns_per_request

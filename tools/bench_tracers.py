@@ -1,0 +1,279 @@
+"""The tracers tools/bench.py compares: started on a pid, stopped, their BPF programs known.
+
+    none          no tracer
+    floor         tracer/bpf/empty.bpf.o: the same syscall tracepoints with only the pid filter
+    top, record   mysqlio's commands
+    bpftrace      a bpftrace per-fd byte sum, what `mysqlio top` does, on the same tracepoints
+    pt-ioprofile  percona-toolkit's pt-ioprofile: `strace -T -f -p PID` of every syscall
+
+Suffixes: "-raw" puts mysqlio's probes (or the floor) on the raw sys_enter/sys_exit
+hook instead of the per-syscall tracepoints (tracer/syscall_hook.py); "-nopc" runs
+mysqlio without its page-cache and device hooks (--no-page-cache).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+
+from mysqlio import syscall_hook
+from mysqlio.devtools.traced import held_bpf_ids  # one fdinfo reader for tests and tools
+from mysqlio.syscall_hook import Hook
+
+REPO = Path(__file__).resolve().parent.parent
+MYSQLIO = [sys.executable, "-m", "mysqlio"]
+
+# What each tracer of the TPS rows can see of a MariaDB's I/O (the "sees:" of a row's note).
+CAN_SEE = {
+    "none": "",
+    "floor": "nothing: counts the server's syscalls, no accounting",
+    "top": "bytes, ops and latency per file of syscalls, io_uring and libaio requests",
+    "record": "every syscall, io_uring and libaio request, to a trace file",
+    "bpftrace": "bytes per fd of read/write syscalls only: no io_uring or libaio bytes",
+    "pt-ioprofile": "time and calls per file of syscalls (strace): io_submit/io_uring_enter calls, not the async I/O",
+}
+
+# the programs a tracer needs besides Python, by tracer
+REQUIRED_TOOLS = {
+    "bpftrace": ("bpftrace",),
+    "pt-ioprofile": ("pt-ioprofile", "strace", "lsof"),
+}
+PTRACE_TIMEOUT_S = 30.0
+POLL_S = 0.05
+
+
+class SetupError(RuntimeError):
+    """What a benchmark needs is missing (a tool, a server root): main() prints one line
+    and exits non-zero."""
+
+
+class MissingTool(SetupError):
+    """A program a benchmark needs is not installed."""
+
+
+def require(*tools: str) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        raise MissingTool(f"missing {', '.join(missing)}: install it (tools/install-deps.sh as root)")
+
+
+def require_tracers(names: list[str] | tuple[str, ...]) -> None:
+    require("bpftool", *(tool for name in names for tool in REQUIRED_TOOLS.get(base_name(name), ())))
+
+
+def base_name(name: str) -> str:
+    """The tracer of a variant: "top-raw" -> "top"."""
+    return name.removesuffix("-nopc").removesuffix("-raw")
+
+
+def wait_line(stream: IO[str] | None, prefix: str, timeout_s: float = 30) -> str:
+    assert stream is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        if line.startswith(prefix):
+            return line
+    raise RuntimeError(f"no line starting with {prefix!r}")
+
+
+def bpf_prog_stats(prog_ids: set[int]) -> dict[int, tuple[str, int, int]]:
+    """(name, run_time_ns, run_cnt) of each of the given programs, by id (the
+    kernel keeps 15 characters of a name)."""
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, check=True).stdout)
+    return {
+        p["id"]: (p.get("name", str(p["id"])), p.get("run_time_ns", 0), p.get("run_cnt", 0))
+        for p in progs
+        if p["id"] in prog_ids
+    }
+
+
+def held_prog_ids(pid: int) -> set[int]:
+    return held_bpf_ids(pid)["prog"]
+
+
+def ensure_tracefs() -> None:
+    """bpftrace's tracepoints and the floor's per-syscall ones need tracefs: mounted,
+    if nothing is, where libbpf and bpftrace look (as mysqlio itself does)."""
+    tracefs = syscall_hook.find_tracefs()
+    if not tracefs.events:
+        raise RuntimeError(f"{tracefs.problem} (fix: {tracefs.fix})")
+
+
+def bpftrace_script(pid: int) -> str:
+    """A bpftrace one-liner doing the same per-fd byte sum as mysqlio top."""
+    rw = ["write", "pwrite64", "writev", "pwritev", "pwritev2", "read", "pread64", "readv", "preadv", "preadv2"]
+    enters = ",".join(f"tracepoint:syscalls:sys_enter_{s}" for s in rw)
+    exits = ",".join(f"tracepoint:syscalls:sys_exit_{s}" for s in rw)
+    return (
+        f"{enters} /pid == {pid}/ {{ @fd[tid] = args->fd; }} "
+        f"{exits} /pid == {pid} && @fd[tid]/ {{ @bytes[@fd[tid]] = sum(args->ret); delete(@fd[tid]); }} "
+        "interval:s:1 { clear(@bytes); }"
+    )
+
+
+def tracer_pids(pid: int) -> list[int]:
+    """The TracerPid of each thread of `pid` (0: not traced); [] once it is gone."""
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+                found.append(int(status.split("TracerPid:", 1)[1].split()[0]))
+    return found
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that are not zombies."""
+    alive = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                alive.append(int(entry))
+    return alive
+
+
+class Tracer:
+    """One of the tracers compared: started on a pid, stopped, its BPF programs known.
+    `run_s`: how long a run under it lasts (pt-ioprofile is given that and a margin)."""
+
+    def __init__(self, name: str, pid: int, tmp: str, run_s: float = 60) -> None:
+        self.page_cache = not name.endswith("-nopc")
+        name = name.removesuffix("-nopc")
+        self.name = name.removesuffix("-raw")
+        self.hook: Hook = "raw" if name.endswith("-raw") else "tracepoints"
+        self.pid = pid
+        self.proc: subprocess.Popen[str] | None = None
+        self._floor: Any = None
+        self._tmp = tmp
+        self._run_s = run_s
+
+    def start(self) -> None:
+        starters = {
+            "none": lambda: None,
+            "top": lambda: self._start_mysqlio(
+                ["top", "-p", str(self.pid), "--json", "-i", "1"], "mysqlio: tracing pid"
+            ),
+            "record": lambda: self._start_mysqlio(
+                ["record", "-p", str(self.pid), "-o", f"{self._tmp}/bench.trace"], "mysqlio: recording pid"
+            ),
+            "bpftrace": self._start_bpftrace,
+            "pt-ioprofile": self._start_pt_ioprofile,
+            "floor": self._start_floor,
+        }
+        if self.name not in starters:
+            raise ValueError(self.name)
+        starters[self.name]()
+
+    def _start_mysqlio(self, args: list[str], ready: str) -> None:
+        """A mysqlio command, returned once it says its probes are attached."""
+        env = {**os.environ, syscall_hook.HOOK_ENV: self.hook}
+        if not self.page_cache:
+            args = [*args, "--no-page-cache"]
+        self.proc = subprocess.Popen(
+            [*MYSQLIO, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+        )
+        wait_line(self.proc.stderr, ready)
+
+    def _start_bpftrace(self) -> None:
+        ensure_tracefs()
+        self.proc = subprocess.Popen(
+            ["bpftrace", "-e", bpftrace_script(self.pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        wait_line(self.proc.stdout, "Attaching")
+        time.sleep(0.5)
+
+    def _start_pt_ioprofile(self) -> None:
+        """pt-ioprofile (lsof, then strace of the server for --run-time s) in a process
+        group of its own, returned once strace traces every thread of the server."""
+        run_time = int(self._run_s) + 60  # ended by stop() long before
+        self.proc = subprocess.Popen(
+            ["pt-ioprofile", "--profile-pid", str(self.pid), "--run-time", str(run_time)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+            env={**os.environ, "TMPDIR": self._tmp},  # its samples file goes with our temp dir
+        )
+        deadline = time.monotonic() + PTRACE_TIMEOUT_S
+        while not all(tracer_pids(self.pid)):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"pt-ioprofile did not attach strace to pid {self.pid}")
+            time.sleep(POLL_S)
+
+    def _start_floor(self) -> None:
+        from mysqlio.libbpf import BpfObject
+
+        self._floor = BpfObject(str(REPO / "tracer" / "bpf" / "empty.bpf.o"))
+        unused = ("floor_sys_enter", "floor_sys_exit") if self.hook == "tracepoints" else ("floor_enter", "floor_exit")
+        for program in unused:
+            self._floor.disable_program(program)
+        self._floor.set_rodata("targ_tgid", ctypes.c_uint32(self.pid))
+        self._floor.load()
+        self._floor.attach_all()
+        if self.hook == "tracepoints":
+            ensure_tracefs()
+            syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit")
+
+    def prog_ids(self) -> set[int]:
+        if self.name == "floor":
+            return held_prog_ids(os.getpid())
+        return held_prog_ids(self.proc.pid) if self.proc else set()
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the tracer's process so far (0 without one)."""
+        if self.proc is None:
+            return 0.0
+        t = psutil.Process(self.proc.pid).cpu_times()
+        return t.user + t.system
+
+    def stop(self) -> None:
+        if self._floor is not None:
+            self._floor.close()
+            self._floor = None
+        if self.proc is None:
+            return
+        if self.name == "pt-ioprofile":
+            self._stop_group(self.proc)
+        else:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def _stop_group(self, proc: subprocess.Popen[str]) -> None:
+        """pt-ioprofile and its strace gone, the server traced by nobody: SIGTERM to the
+        group (strace detaches, the script removes its temp dir), SIGKILL what is left,
+        SIGCONT to the server (as pt-ioprofile does: strace may leave threads stopped)."""
+        for sig, grace_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            deadline = time.monotonic() + grace_s
+            while group_alive(proc.pid) and time.monotonic() < deadline:
+                proc.poll()
+                time.sleep(POLL_S)
+            if not group_alive(proc.pid):
+                break
+        proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)
+        left = group_alive(proc.pid)
+        if left or any(tracer_pids(self.pid)):
+            raise RuntimeError(f"pt-ioprofile left processes {left} or pid {self.pid} still traced")

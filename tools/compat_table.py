@@ -146,7 +146,7 @@ def render(results: list[dict[str, Any]]) -> str:
         "Runs the kernel skipped: on Debian sid's 7.2 (built PREEMPT_LAZY) the kernel skipped 1 to",
         "3 runs of one of a tracer's programs (its `recursion_misses`: the same program was already",
         "running on that CPU) in about a third of the guest runs; never on the other kernels. mysqlio",
-        "shows each as a lost event (`skipped_runs`). Such a cell reads \"exact but for runs the",
+        'shows each as a lost event (`skipped_runs`). Such a cell reads "exact but for runs the',
         "kernel skipped\" when those runs were all the tracer's losses and its files are short by",
         "no more; the likely cause (a program preempted mid-run, ~50x slower under emulation) is",
         "not verified.",

@@ -142,7 +142,7 @@ static __noinline int account_page_cache(const struct file_op_key *key, __u64 by
 		req.by = key->by;
 		req.offset = offset;
 		/* ts_ns 0: no latency (the event's time is when it is queued) */
-		emit(&req, key->api, bytes);
+		emit(&req, key->api, bytes, bpf_ktime_get_ns());
 	}
 	return created;
 }

@@ -55,3 +55,10 @@ def test_device_counter_misses_are_not_event_runs() -> None:
     t = _tracer(9, 1, {"handle_rq_complete": 1})
     judge(t, SCENARIOS)
     assert t.cells["write"].startswith("differs: lost_events 1")
+
+
+def test_a_truncated_trace_is_never_explained_by_skipped_runs() -> None:
+    t = _tracer(9, 1, {"handle_exit": 1})
+    t.lost["truncated"] = 1
+    judge(t, SCENARIOS)
+    assert t.cells["pwrite"].startswith("differs: lost_events 1; truncated 1")

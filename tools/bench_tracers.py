@@ -28,6 +28,7 @@ from typing import IO, Any
 import psutil
 
 from mysqlio import syscall_hook
+from mysqlio.devtools.processes import wait_or_kill
 from mysqlio.devtools.traced import held_bpf_ids  # one fdinfo reader for tests and tools
 from mysqlio.syscall_hook import Hook
 
@@ -251,11 +252,7 @@ class Tracer:
             self._stop_group(self.proc)
         else:
             self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            wait_or_kill(self.proc, 30, group=False)
         self.proc = None
 
     def _stop_group(self, proc: subprocess.Popen[str]) -> None:

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20
@@ -42,7 +43,7 @@ def tail(path: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def wait_or_kill(proc: subprocess.Popen[bytes], timeout_s: float, group: bool) -> None:
+def wait_or_kill(proc: subprocess.Popen[Any], timeout_s: float, group: bool) -> None:
     """Wait for `proc`; SIGKILL it (or its process group) after `timeout_s`."""
     try:
         proc.wait(timeout=timeout_s)

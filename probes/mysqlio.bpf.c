@@ -282,11 +282,25 @@ struct {
 } aio_pending SEC(".maps"), uring_pending SEC(".maps");
 
 /* Per-CPU scratch space for what does not fit the BPF stack (512 bytes for
- * the whole call chain; older verifiers count it more strictly). Two slots:
- * an io_uring completion can run in an interrupt on a CPU whose syscall
- * program it interrupted (Linux 5.10 completes direct I/O from the block
- * layer's interrupt), so the two contexts never share one. */
-enum scratch_slot { SCRATCH_SYSCALL = 0, SCRATCH_URING = 1, SCRATCH_SLOTS };
+ * the whole call chain; older verifiers count it more strictly). One slot per
+ * program that uses it, so no two programs ever share one: the kernel never
+ * runs a program twice at once on a CPU, but it runs other programs there
+ * while one is stopped. An io_uring completion can run in an interrupt on a
+ * CPU whose program it interrupted (Linux 5.10 completes direct I/O from the
+ * block layer's interrupt), and where the syscall tracepoints are preemptible
+ * (Debian's 7.2, PREEMPT_LAZY: they lost runs to other tasks' runs of the same
+ * program) another task's enter program can run while one is preempted. */
+enum scratch_slot {
+	SCRATCH_ENTER_RAW = 0,
+	SCRATCH_ENTER_ARGS1,
+	SCRATCH_ENTER_ARGS3,
+	SCRATCH_ENTER_ARGS4,
+	SCRATCH_MSYNC_ENTER,
+	SCRATCH_EXIT,
+	SCRATCH_URING_SUBMIT,
+	SCRATCH_URING_COMPLETE,
+	SCRATCH_SLOTS
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -534,7 +548,8 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 		/* its pages written back later, by anyone, are the server's */
 		remember_server_file(key.dev, key.ino);
 		if (file->file)
-			remember_name(file->file, &id, api == MIO_API_IO_URING ? SCRATCH_URING : SCRATCH_SYSCALL);
+			/* io_uring requests are accounted at completion, the others at syscall exit */
+			remember_name(file->file, &id, api == MIO_API_IO_URING ? SCRATCH_URING_COMPLETE : SCRATCH_EXIT);
 		/* a thread's name can change (MySQL names its threads after start) */
 		if (tid == (__u32)bpf_get_current_pid_tgid()) {
 			bpf_get_current_comm(thread.comm, sizeof(thread.comm));
@@ -778,7 +793,7 @@ static __always_inline int begin_call(struct inflight *call)
 }
 
 /* A traced syscall starts: remember what it acts on until its exit. */
-static __always_inline int on_sys_enter(const struct syscall_args *a)
+static __always_inline int on_sys_enter(const struct syscall_args *a, const __u32 slot)
 {
 	struct inflight call = {};
 	struct file_ref ref;
@@ -796,7 +811,7 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 		/* msync names an address, not an fd: its own enter programs */
 		if (op < 0 || op == MIO_MSYNC)
 			return 0;
-		if (!file_ref_of(fd_to_file(a->arg[0]), &ref, SCRATCH_SYSCALL))
+		if (!file_ref_of(fd_to_file(a->arg[0]), &ref, slot))
 			return 0;
 		call.file = ref.file;
 		call.req.ino = ref.ino;
@@ -834,7 +849,7 @@ static __always_inline int enter_tracepoint(struct trace_event_raw_sys_enter *ct
 	}
 	if (nargs >= 4)
 		a.arg[3] = ctx->args[3];
-	return on_sys_enter(&a);
+	return on_sys_enter(&a, nargs == 1 ? SCRATCH_ENTER_ARGS1 : nargs == 3 ? SCRATCH_ENTER_ARGS3 : SCRATCH_ENTER_ARGS4);
 }
 
 SEC("tracepoint")
@@ -870,7 +885,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	a.arg[1] = PT_REGS_PARM2_SYSCALL(regs);
 	a.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
 	a.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
-	return on_sys_enter(&a);
+	return on_sys_enter(&a, SCRATCH_ENTER_RAW);
 }
 
 /* msync(addr, len, flags) names an address: the file is the one mapped
@@ -883,7 +898,7 @@ static __always_inline int on_msync_enter(struct file *file)
 	struct inflight call = {};
 	struct file_ref ref;
 
-	if (!file_ref_of(file, &ref, SCRATCH_SYSCALL)) {
+	if (!file_ref_of(file, &ref, SCRATCH_MSYNC_ENTER)) {
 		__sync_fetch_and_add(&drops.msync_no_file, 1);
 		return 0;
 	}
@@ -1050,7 +1065,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	default:
 		return 0;
 	}
-	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_SYSCALL))
+	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_EXIT))
 		return 0;
 	file.region = op <= MIO_READ ? region_at(region_file(file.dev, file.ino), cb.aio_offset) : MIO_REGION_NONE;
 	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1, current_tid());
@@ -1274,7 +1289,7 @@ static __always_inline __u64 uring_user_data(struct io_kiocb *req)
 
 /* The file an io_uring request acts on, if it is storage (a request with no
  * file attached is counted in uring_no_file). */
-static __always_inline bool uring_file_ref(struct io_kiocb *req, struct file_ref *file)
+static __always_inline bool uring_file_ref(struct io_kiocb *req, struct file_ref *file, const __u32 slot)
 {
 	struct file *f = BPF_CORE_READ(req, file);
 
@@ -1282,7 +1297,7 @@ static __always_inline bool uring_file_ref(struct io_kiocb *req, struct file_ref
 		__sync_fetch_and_add(&drops.uring_no_file, 1);
 		return false;
 	}
-	return file_ref_of(f, file, SCRATCH_URING);
+	return file_ref_of(f, file, slot);
 }
 
 /* remember when each request was submitted (latency), and where it acts
@@ -1311,13 +1326,13 @@ int handle_uring_submit(__u64 *ctx)
 		/* the completion will not show the request: its file is taken
 		 * now, and its path walked now (the file may be closed before
 		 * userspace looks at the process's fds) */
-		if (!uring_file_ref(req, &file))
+		if (!uring_file_ref(req, &file, SCRATCH_URING_SUBMIT))
 			return 0;
 		pending.dev = file.dev;
 		pending.ino = file.ino;
 		id.ino = file.ino;
 		id.dev = file.dev;
-		remember_name(file.file, &id, SCRATCH_URING);
+		remember_name(file.file, &id, SCRATCH_URING_SUBMIT);
 		key = uring_user_key((__u64)BPF_CORE_READ(req, ctx), uring_user_data(req));
 	}
 	if (bpf_map_update_elem(&uring_pending, &key, &pending, BPF_ANY))
@@ -1380,7 +1395,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	if (op < 0)
 		return 0;
 	res = BPF_CORE_READ(req, cqe.res);
-	if (!uring_file_ref(req, &file))
+	if (!uring_file_ref(req, &file, SCRATCH_URING_COMPLETE))
 		return 0;
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
 	/* the offset is the submission's (ki_pos has moved on by now) */

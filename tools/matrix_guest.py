@@ -95,6 +95,7 @@ from mysqlio.devtools.traced import (
     read_json_line,
     start_top,
 )
+from mysqlio.doctor_kernel import preemption_model
 from mysqlio.probe import DEVICE_ONLY_DROPS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,30 +153,6 @@ def kernel_facts() -> dict[str, Any]:
         "io_uring_disabled": int(uring.read_text()) if uring.exists() else None,
         "preempt": preemption_model(),
     }
-
-
-def preemption_model() -> str | None:
-    """none | voluntary | full | lazy | rt: the scheduler's choice when debugfs shows it
-    (PREEMPT_DYNAMIC, "none voluntary full (lazy)"), else the kernel config's default.
-    Runs of our programs the kernel skipped were seen only where it is lazy."""
-    try:
-        shown = Path("/sys/kernel/debug/sched/preempt").read_text()
-        chosen = re.search(r"\((\w+)\)", shown)
-        if chosen:
-            return chosen.group(1)
-    except OSError:
-        pass
-    release = os.uname().release
-    for config in (Path(f"/boot/config-{release}"), Path(f"/lib/modules/{release}/config")):
-        try:
-            text = config.read_text()
-        except OSError:
-            continue
-        for option, model in (("RT", "rt"), ("LAZY", "lazy"), ("", "full"), ("VOLUNTARY", "voluntary")):
-            if f"CONFIG_PREEMPT{'_' + option if option else ''}=y" in text:
-                return model
-        return "none"
-    return None
 
 
 # ---------------------------------------------------------------- where iogen writes

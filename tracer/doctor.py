@@ -34,7 +34,9 @@ from .doctor_kernel import (
     check_jit,
     check_kernel,
     check_libbpf,
+    check_preemption,
     check_privileges,
+    preemption_model,
     syscall_hook_checks,
     tracepoint_checks,
 )
@@ -72,6 +74,7 @@ def system_checks() -> list[Check]:
     ]
     checks.append(check_probe_attach([privileges, btf, libbpf, *tracepoints, bpf_object]))
     checks.append(check_io_uring_sysctl())
+    checks.append(check_preemption(preemption_model()))
     ebpf = ebpf_ready(checks)
     built = bpf_object.status == "ok"
     checks += [check_build_tool("clang", built), check_build_tool("bpftool", built), check_stap(ebpf)]

@@ -3,9 +3,12 @@ libbpf, the BTF raw tracepoints the probes attach to, tracefs and the syscall ho
 
 from __future__ import annotations
 
+import gzip
 import os
 import platform
+import re
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 from . import preflight, syscall_hook
 from .doctor_check import Check
@@ -20,6 +23,7 @@ IO_URING_TRACEPOINTS = ("io_uring_complete",)
 MIN_LIBBPF = (0, 6)
 JIT_PATH = "/proc/sys/net/core/bpf_jit_enable"
 IO_URING_SYSCTL = "/proc/sys/kernel/io_uring_disabled"
+SCHED_PREEMPT = "/sys/kernel/debug/sched/preempt"  # PREEMPT_DYNAMIC's choice (debugfs)
 
 
 # ---- privileges and kernel ---------------------------------------------------
@@ -107,6 +111,60 @@ def check_io_uring_sysctl(path: str = IO_URING_SYSCTL) -> Check:
         "no (kernel.io_uring_disabled = 2): MariaDB falls back to libaio or simulated AIO",
         "sysctl -w kernel.io_uring_disabled=0 if you want InnoDB to use io_uring (mysqlio traces all three)",
         value=value,
+    )
+
+
+def preemption_model(
+    shown_path: str = SCHED_PREEMPT, cmdline_path: str = "/proc/cmdline", configs: Sequence[str] | None = None
+) -> str | None:
+    """none | voluntary | full | lazy | rt: the scheduler's choice where debugfs shows it
+    (PREEMPT_DYNAMIC, e.g. "none voluntary full (lazy)"), else a preempt= boot parameter,
+    else the kernel config's default; None when none can be read."""
+    try:
+        chosen = re.search(r"\((\w+)\)", Path(shown_path).read_text())
+        if chosen:
+            return chosen.group(1)
+    except OSError:
+        pass
+    try:
+        booted = re.search(r"(?:^|\s)preempt=(\w+)", Path(cmdline_path).read_text())
+        if booted:
+            return booted.group(1)
+    except OSError:
+        pass
+    release = os.uname().release
+    for config in configs or ("/proc/config.gz", f"/boot/config-{release}", f"/lib/modules/{release}/config"):
+        try:
+            raw = Path(config).read_bytes()
+            text = (gzip.decompress(raw) if config.endswith(".gz") else raw).decode(errors="replace")
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue
+        for option, model in (("_RT", "rt"), ("_LAZY", "lazy"), ("", "full"), ("_VOLUNTARY", "voluntary")):
+            if f"CONFIG_PREEMPT{option}=y" in text:
+                return model
+        return "none"
+    return None
+
+
+def check_preemption(model: str | None) -> Check:
+    """Whether the programs on the syscall tracepoints can be preempted: then the kernel
+    skips a program for a CPU's other tasks while one task is stopped inside it."""
+    name = "preemption"
+    if model is None:
+        return Check(name, "skip", "not checked: neither debugfs's sched/preempt nor the kernel config is readable")
+    if model in ("none", "voluntary"):
+        return Check(name, "ok", f"{model}: the probes run to their end once started", value=model)
+    seen = "seen on Debian sid's 7.2" if model == "lazy" else "measured only with lazy"
+    return Check(
+        name,
+        "warn",
+        f"{model}: the probes on the syscall tracepoints can be preempted ({seen}); while a task is"
+        " stopped inside one, the kernel skips it for that CPU's other tasks. Under CPU contention"
+        " some of the server's requests are missed, and every skipped run, of any process, is counted"
+        " as a lost event (an upper bound)",
+        "where the kernel offers it (PREEMPT_DYNAMIC), boot with preempt=voluntary (sid's 7.2 offers only"
+        " full and lazy); the figures are in docs/compatibility.md",
+        value=model,
     )
 
 

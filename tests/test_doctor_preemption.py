@@ -1,0 +1,66 @@
+"""Doctor's preemption line: the scheduler's model read from debugfs, the boot line or the
+kernel config (the kernel matrix records the same reading for each guest kernel)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from mysqlio.doctor_kernel import check_preemption, preemption_model
+
+
+def _model(
+    tmp_path: Path, shown: str | None = None, cmdline: str = "ro quiet", config: str | None = None
+) -> str | None:
+    if shown is not None:
+        (tmp_path / "preempt").write_text(shown)
+    (tmp_path / "cmdline").write_text(cmdline)
+    configs = []
+    if config is not None:
+        (tmp_path / "config.gz").write_bytes(gzip.compress(config.encode()))
+        configs.append(str(tmp_path / "config.gz"))
+    return preemption_model(str(tmp_path / "preempt"), str(tmp_path / "cmdline"), configs or [str(tmp_path / "none")])
+
+
+def test_debugfs_shows_the_dynamic_choice(tmp_path: Path) -> None:
+    # as Debian sid's 7.2 shows it (it offers only these two)
+    assert _model(tmp_path, shown="full (lazy) \n", cmdline="preempt=full") == "lazy"
+    assert _model(tmp_path, shown="none (voluntary) full lazy\n") == "voluntary"
+
+
+def test_the_boot_line_then_the_config(tmp_path: Path) -> None:
+    dynamic = "CONFIG_PREEMPT_DYNAMIC=y\nCONFIG_PREEMPT_VOLUNTARY=y\n# CONFIG_PREEMPT is not set\n"
+    assert _model(tmp_path, cmdline="ro preempt=full quiet", config=dynamic) == "full"
+    assert _model(tmp_path, config=dynamic) == "voluntary"
+    assert _model(tmp_path, config="CONFIG_PREEMPT_LAZY=y\nCONFIG_PREEMPTION=y\n") == "lazy"
+    assert _model(tmp_path, config="CONFIG_PREEMPT_RT=y\nCONFIG_PREEMPT=y\n") == "rt"
+    assert _model(tmp_path, config="CONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPTION=y\n") == "none"
+    assert _model(tmp_path) is None
+
+
+@pytest.mark.parametrize(("model", "status"), [("none", "ok"), ("voluntary", "ok"), ("lazy", "warn"), ("full", "warn")])
+def test_the_verdict(model: str, status: str) -> None:
+    check = check_preemption(model)
+    assert check.status == status
+    if status == "warn":
+        assert "lost event" in check.detail and "docs/compatibility.md" in (check.fix or "")
+        assert ("seen on Debian sid's 7.2" in check.detail) == (model == "lazy")
+    assert check_preemption(None).status == "skip"
+
+
+def test_this_kernel_is_read(tmp_path: Path) -> None:
+    """The real files of this machine give an answer where any of them is readable."""
+    release = os.uname().release
+    readable = any(
+        os.access(p, os.R_OK)
+        for p in (
+            "/sys/kernel/debug/sched/preempt",
+            "/proc/config.gz",
+            f"/boot/config-{release}",
+            f"/lib/modules/{release}/config",
+        )
+    )
+    assert (preemption_model() is not None) == readable

@@ -14,10 +14,10 @@ Called by tools/bench.py (scenario "pagecache").
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 
-from bench import Result, Suite, Tracer, add_tps_results, bpf_prog_stats, interleaved_tps
+from bench import Result, Suite, add_tps_results, interleaved_tps
+from bench_server import bpf_stats_enabled, program_runs, requests_of
 
 from mysqlio.devtools.loop_disk import loop_ext4
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
@@ -26,7 +26,6 @@ from mysqlio.devtools.sysbench import Sysbench
 VARIANTS = ("none", "top-nopc", "top", "record-nopc", "record")
 # program names as the kernel keeps them (15 characters)
 PAGE_CACHE_PROGRAMS = ("handle_dirty", "handle_bio_", "handle_rq_", "handle_writeba")
-REQUEST_PROGRAMS = ("handle_exit", "handle_uring_co")  # one run per syscall / io_uring completion
 
 
 def bench_pagecache(suite: Suite) -> None:
@@ -47,39 +46,25 @@ def _run(suite: Suite, db: MariaDB, run_s: int, rounds: int, tmp: str) -> None:
 
 
 def _kernel_cost(suite: Suite, pid: int, bench: Sysbench, run_s: int, tmp: str) -> None:
-    """All programs' run time per traced request (requests: the syscall exits that ran),
-    with the page-cache hooks and without."""
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
+    """All programs' run time per traced request (counted as bench_server counts them), with
+    the page-cache hooks and without."""
+    with bpf_stats_enabled():
         for name in ("top-nopc", "top"):
-            tracer = Tracer(name, pid, tmp)
-            tracer.start()
-            ids = tracer.prog_ids()
-            before = bpf_prog_stats(ids)
-            bench.start(run_s)
-            bench.wait(timeout_s=run_s + 60)
-            after = bpf_prog_stats(ids)
-            tracer.stop()
-            runs: dict[str, tuple[int, int]] = {}
-            for prog_id, (prog, ns, cnt) in after.items():
-                _, ns0, cnt0 = before.get(prog_id, (prog, 0, 0))
-                runs[prog] = (ns - ns0, cnt - cnt0)
-            requests = sum(cnt for prog, (_, cnt) in runs.items() if prog.startswith(REQUEST_PROGRAMS))
-            total_ns = sum(ns for ns, _ in runs.values())
-            pc_ns = sum(ns for prog, (ns, _) in runs.items() if prog.startswith(PAGE_CACHE_PROGRAMS))
-            pc_runs = sum(cnt for prog, (_, cnt) in runs.items() if prog.startswith(PAGE_CACHE_PROGRAMS))
+            runs = program_runs(pid, bench, name, run_s, tmp)
+            requests, counted = requests_of(name, runs)
+            total_ns = sum(ns for _, ns, _ in runs.values())
+            pc_ns = sum(ns for prog, ns, _ in runs.values() if prog.startswith(PAGE_CACHE_PROGRAMS))
+            pc_runs = sum(cnt for prog, _, cnt in runs.values() if prog.startswith(PAGE_CACHE_PROGRAMS))
             suite.add(
                 Result(
                     f"page cache on a loop ext4: in-kernel cost of {name}",
                     "ns per traced request",
                     [total_ns / max(requests, 1)],
                     "ns",
-                    note=f"{requests:,} requests; page-cache programs {pc_runs:,} runs, "
+                    note=f"{requests:,} requests ({counted}); page-cache programs {pc_runs:,} runs, "
                     f"{pc_ns / max(requests, 1):.0f} ns per request",
                 )
             )
-    finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
 def _tps(suite: Suite, pid: int, bench: Sysbench, run_s: int, rounds: int, tmp: str) -> None:

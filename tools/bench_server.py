@@ -227,25 +227,35 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
 
 def _kernel_cost(suite: Suite, server: Server, config: ServerConfig, run_s: int, tmp: str) -> None:
     """One run of each variant under oltp_write_only with kernel.bpf_stats_enabled."""
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     per_request: dict[str, float] = {}
-    try:
+    with bpf_stats_enabled():
         for name in config.kernel_variants:
-            runs = _program_runs(server, name, run_s, tmp)
+            runs = program_runs(server.db.pid, server.bench, name, run_s, tmp)
             per_request[name] = _kernel_rows(suite, server, name, runs, run_s, per_request)
+
+
+@contextlib.contextmanager
+def bpf_stats_enabled() -> Iterator[None]:
+    """kernel.bpf_stats_enabled on for the block (the programs' run time and count)."""
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        yield
     finally:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
-def _program_runs(server: Server, name: str, run_s: int, tmp: str) -> dict[int, tuple[str, int, int]]:
-    """(name, ns, runs) of each of the tracer's programs over one run of the load."""
-    tracer = Tracer(name, server.db.pid, tmp, run_s=run_s)
+def program_runs(
+    pid: int, bench: Sysbench, name: str, run_s: int, tmp: str, script: str = KERNEL_WORKLOAD
+) -> dict[int, tuple[str, int, int]]:
+    """(name, ns, runs) of each of the tracer's programs over one run of the load on the
+    server PID (inside bpf_stats_enabled)."""
+    tracer = Tracer(name, pid, tmp, run_s=run_s)
     tracer.start()
     try:
         ids = tracer.prog_ids()
         before = bpf_prog_stats(ids)
-        server.bench.start(run_s, script=KERNEL_WORKLOAD)
-        server.bench.wait(timeout_s=run_s + 60)
+        bench.start(run_s, script=script)
+        bench.wait(timeout_s=run_s + 60)
         after = bpf_prog_stats(ids)
     finally:
         tracer.stop()

@@ -120,18 +120,13 @@ def preemption_model(
     """none | voluntary | full | lazy | rt: the scheduler's choice where debugfs shows it
     (PREEMPT_DYNAMIC, e.g. "none voluntary full (lazy)"), else a preempt= boot parameter,
     else the kernel config's default; None when none can be read."""
-    try:
-        chosen = re.search(r"\((\w+)\)", Path(shown_path).read_text())
-        if chosen:
-            return chosen.group(1)
-    except OSError:
-        pass
-    try:
-        booted = re.search(r"(?:^|\s)preempt=(\w+)", Path(cmdline_path).read_text())
-        if booted:
-            return booted.group(1)
-    except OSError:
-        pass
+    for path, pattern in ((shown_path, r"\((\w+)\)"), (cmdline_path, r"(?:^|\s)preempt=(\w+)")):
+        try:
+            found = re.search(pattern, Path(path).read_text())
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
     release = os.uname().release
     for config in configs or ("/proc/config.gz", f"/boot/config-{release}", f"/lib/modules/{release}/config"):
         try:

@@ -92,9 +92,14 @@ class Recording:
         try:
             _, err = self.proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            # once in a CI run record did not end within 60 s of SIGINT: its threads' stacks
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
             self.proc.kill()
-            self.proc.wait()
-            raise
+            _, err = self.proc.communicate()
+            raise AssertionError(
+                f"mysqlio record did not end within 60 s of SIGINT; its stacks:\n{err[-6000:]}"
+            ) from None
         if exc[0] is None:
             assert self.proc.returncode == 0, f"mysqlio record exited {self.proc.returncode}: {err}"
 

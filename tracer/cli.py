@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import re
+import signal
 import sys
 
 from . import __version__
@@ -528,6 +530,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `kill -USR1 PID` prints every thread's stack to stderr: a tracer that hangs says where
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         args = build_parser().parse_args(argv)
         if args.command == "top":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import re
 import signal
@@ -531,7 +532,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     # `kill -USR1 PID` prints every thread's stack to stderr: a tracer that hangs says where
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    with contextlib.suppress(RuntimeError, ValueError, OSError, AttributeError):  # stderr closed or not a file
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         args = build_parser().parse_args(argv)
         if args.command == "top":

@@ -114,6 +114,12 @@ def check_io_uring_sysctl(path: str = IO_URING_SYSCTL) -> Check:
     )
 
 
+def kernel_configs() -> tuple[str, ...]:
+    """Where this kernel's build configuration may be, in the order it is looked for."""
+    release = os.uname().release
+    return ("/proc/config.gz", f"/boot/config-{release}", f"/lib/modules/{release}/config")
+
+
 def preemption_model(
     shown_path: str = SCHED_PREEMPT, cmdline_path: str = "/proc/cmdline", configs: Sequence[str] | None = None
 ) -> str | None:
@@ -127,8 +133,7 @@ def preemption_model(
             continue
         if found:
             return found.group(1)
-    release = os.uname().release
-    for config in configs or ("/proc/config.gz", f"/boot/config-{release}", f"/lib/modules/{release}/config"):
+    for config in configs or kernel_configs():
         try:
             raw = Path(config).read_bytes()
             text = (gzip.decompress(raw) if config.endswith(".gz") else raw).decode(errors="replace")

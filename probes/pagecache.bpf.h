@@ -260,8 +260,8 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 		key->by = MIO_BY_SERVER_OTHER;
 		call = inflight_get();
 		if (call && call->active) {
-			if (call->kind == CALL_FILE)
-				key->by = by_of_op(call->req.op);
+			if (call->kind == CALL_FD || call->kind == CALL_MSYNC)
+				key->by = by_of_op(call->op);
 			else if (call->kind == CALL_IO_SUBMIT)
 				key->api = MIO_API_LIBAIO;
 		} else if (task_flags() & PF_IO_WORKER) {

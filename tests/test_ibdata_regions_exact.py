@@ -21,6 +21,7 @@ import pytest
 
 from mysqlio.devtools.traced import read_json_line, report_json, start_record, start_top, stop_top
 from mysqlio.syscall_hook import HOOK_ENV
+from mysqlio.trace import TraceReader
 
 pytestmark = [pytest.mark.bpf]
 
@@ -55,6 +56,13 @@ CHILD = textwrap.dedent(
     os.pwrite(fd, blob[:PAGE], 6 * PAGE)                  # transaction system (first rseg)
     os.pwrite(fd, blob[:100], 7 * PAGE + 10)              # dictionary, inside the page
     os.pread(fd, 2 * PAGE, 100 * PAGE)                    # doublewrite: read 32 KiB
+    os.lseek(fd, 70 * PAGE, os.SEEK_SET)
+    os.read(fd, PAGE)                                     # doublewrite: read at the file position
+    os.readv(fd, [bytearray(PAGE)])                       # doublewrite: the next page, readv
+    app = os.open("ibdata1", os.O_WRONLY | os.O_APPEND)
+    os.lseek(app, 3 * PAGE, os.SEEK_SET)                  # an append ignores the position
+    os.write(app, blob[:PAGE])                            # system: appended at 256 pages
+    os.writev(app, [blob[:PAGE]])                         # system: appended at 257 pages
     os.preadv(fd, [bytearray(PAGE)], 5 * PAGE)            # transaction system: read a page
     os.pwrite(other, blob[:4096], 64 * PAGE)              # another file: never a region
     os.fsync(fd)                                          # a sync: the whole file's row
@@ -65,14 +73,33 @@ CHILD = textwrap.dedent(
 
 # region -> (write bytes, write ops, read bytes, read ops, fsyncs)
 EXPECTED = {
-    "doublewrite": (MiB + 2 * PAGE + PAGE, 3, 2 * PAGE, 1, 0),
-    "system": (PAGE + 2 * PAGE, 2, 0, 0, 0),
+    "doublewrite": (MiB + 2 * PAGE + PAGE, 3, 4 * PAGE, 3, 0),
+    "system": (PAGE + 2 * PAGE + 2 * PAGE, 4, 0, 0, 0),
     "change buffer": (PAGE, 1, 0, 0, 0),
     "transaction system": (PAGE, 1, PAGE, 1, 0),
     "dictionary": (100, 1, 0, 0, 0),
     "": (0, 0, 0, 0, 1),
 }
 FIELDS = ("write_bytes", "write_ops", "read_bytes", "read_ops", "fsync_ops")
+# (op, offset, bytes) of every request to ibdata1 after "go": the offsets of the
+# requests at the file position (read, readv, O_APPEND write and writev) are read at exit
+EXPECTED_EVENTS = [
+    ("write", 64 * PAGE, MiB),
+    ("write", 128 * PAGE, 2 * PAGE),
+    ("write", 191 * PAGE, PAGE),
+    ("write", 192 * PAGE, PAGE),
+    ("write", 200 * PAGE, 2 * PAGE),
+    ("write", 3 * PAGE, PAGE),
+    ("write", 6 * PAGE, PAGE),
+    ("write", 7 * PAGE + 10, 100),
+    ("read", 100 * PAGE, 2 * PAGE),
+    ("read", 5 * PAGE, PAGE),
+    ("read", 70 * PAGE, PAGE),
+    ("read", 71 * PAGE, PAGE),
+    ("write", 256 * PAGE, PAGE),
+    ("write", 257 * PAGE, PAGE),
+    ("fsync", -1, 0),
+]
 
 
 def _line(proc: subprocess.Popen[str], want: str) -> None:
@@ -145,3 +172,12 @@ def test_every_byte_in_its_region(bpf_ready: None, tmp_path: Path, hook: str, mo
         if r["path"] == path
     }
     assert recorded == EXPECTED
+    events = [
+        (op, offset, nbytes)
+        for batch in TraceReader(trace).batches()
+        for p, api, op, offset, nbytes in zip(
+            *(batch.column(c).to_pylist() for c in ("path", "api", "op", "offset", "bytes")), strict=True
+        )
+        if p == path and api == "syscall" and op in ("write", "read", "fsync")  # not the page cache's
+    ]
+    assert sorted(events) == sorted(EXPECTED_EVENTS)

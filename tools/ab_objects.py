@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""A/B builds of the BPF object on a live server: the in-kernel cost per traced request.
+
+    .venv/bin/python tools/ab_objects.py OLD.bpf.o NEW.bpf.o [MORE.bpf.o...] [--rounds 5]
+                                         [--seconds 10] [--variants top,record]
+
+Starts one benchmark server (MYSQLIO_BENCH_CONFIGS picks it, as in tools/bench.py:
+10.11-io_uring by default), then runs sysbench oltp_write_only under each variant with
+each object in turn, interleaved (the order rotates each round), with
+kernel.bpf_stats_enabled. Prints, per variant and object, the median ns per traced
+request, the median of the per-round ratios to the first object, and each program's
+median ns per run. For changes to the probes: measure before and after in one run, on
+the same server and load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from bench_server import bpf_stats_enabled, chosen_configs, program_runs, requests_of, started
+
+
+@contextmanager
+def object_env(path: str) -> Iterator[None]:
+    """MYSQLIO_BPF_OBJECT set to `path` for the tracers started in the block."""
+    old = os.environ.get("MYSQLIO_BPF_OBJECT")
+    os.environ["MYSQLIO_BPF_OBJECT"] = path
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MYSQLIO_BPF_OBJECT"]
+        else:
+            os.environ["MYSQLIO_BPF_OBJECT"] = old
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("objects", nargs="+", help="BPF objects; the first is the reference")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=10, help="load per run")
+    ap.add_argument("--variants", default="top,record", help="tracers of tools/bench_tracers.py")
+    args = ap.parse_args()
+    if len(args.objects) < 2:
+        print("ab_objects: give at least two objects", file=sys.stderr)
+        return 2
+    names = [os.path.basename(p) for p in args.objects]
+    if len(set(names)) != len(names):
+        names = [f"{i}:{n}" for i, n in enumerate(names)]
+    objects = dict(zip(names, (os.path.abspath(p) for p in args.objects), strict=True))
+    for path in objects.values():
+        if not os.path.isfile(path):
+            print(f"ab_objects: {path}: no such object", file=sys.stderr)
+            return 2
+    variants = [v for v in args.variants.split(",") if v]
+    per_request: dict[tuple[str, str], list[float]] = {}
+    per_program: dict[tuple[str, str, str], list[float]] = {}
+    (config, *_) = chosen_configs()
+    with started(config) as server, tempfile.TemporaryDirectory() as tmp, bpf_stats_enabled():
+        print(f"{server.title} ({server.note}); {args.rounds} rounds of {args.seconds} s", flush=True)
+        for r in range(args.rounds):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for variant in variants:
+                for name in order:
+                    with object_env(objects[name]):
+                        runs = program_runs(server.db.pid, server.bench, variant, args.seconds, tmp)
+                    requests, _ = requests_of(variant, runs)
+                    ns = sum(ns for _, ns, _ in runs.values())
+                    per_request.setdefault((variant, name), []).append(ns / max(requests, 1))
+                    for prog, pns, cnt in runs.values():
+                        if cnt:
+                            per_program.setdefault((variant, name, prog), []).append(pns / cnt)
+                    print(f"round {r + 1} {variant} {name}: {ns / max(requests, 1):,.0f} ns/request", flush=True)
+    ref = names[0]
+    for variant in variants:
+        print(f"{variant}:")
+        for name in names:
+            values = per_request[(variant, name)]
+            line = f"  {name:24} {statistics.median(values):>7,.0f} ns/request"
+            if name != ref:
+                ratios = [v / b for b, v in zip(per_request[(variant, ref)], values, strict=True)]
+                line += f"  ÷ {ref}: {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
+            print(line)
+        for prog in sorted({p for (v, _, p) in per_program if v == variant}):
+            cells = []
+            for name in names:
+                runs = per_program.get((variant, name, prog))
+                cells.append(f"{statistics.median(runs):>7,.0f}" if runs else f"{'-':>7}")
+            print(f"    {prog:28} ns/run: {'  '.join(cells)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -305,13 +305,16 @@ static __always_inline void add_dev(__u32 dev, __u8 dir, __u8 owner, __u64 bytes
  * index live there), or NULL. */
 static __always_inline struct page *bio_head_page(struct bio *bio)
 {
+	struct bio_vec *vec;
 	struct page *page;
 	unsigned long head;
 
-	if (!BPF_CORE_READ(bio, bi_vcnt))
+	if (!bio->bi_vcnt)
 		return NULL;
-	page = BPF_CORE_READ(bio, bi_io_vec, bv_page);
-	if (!page)
+	/* a probe read: the page is turned into its head by arithmetic below,
+	 * which a BTF pointer does not allow */
+	vec = bio->bi_io_vec;
+	if (bpf_probe_read_kernel(&page, sizeof(page), &vec->bv_page) || !page)
 		return NULL;
 	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
 		head = BPF_CORE_READ((struct page___ci *)page, compound_info);
@@ -328,6 +331,9 @@ static __always_inline struct page *bio_head_page(struct bio *bio)
 	return (struct page *)head;
 }
 
+/* `bio` is the tracepoint's BTF pointer: its fields, its device's and its
+ * disk's are plain loads (each BPF_CORE_READ level is a helper call, ~25 ns;
+ * the bio hook runs for every bio of every device: issue 19). */
 static __always_inline int on_bio(struct bio *bio)
 {
 	struct file_op_key key = {};
@@ -335,21 +341,25 @@ static __always_inline int on_bio(struct bio *bio)
 	struct inode *host = NULL;
 	struct page *page;
 	struct file_id id = {};
+	struct block_device *bdev;
+	struct gendisk *disk;
 	__u32 op, bytes, mode = 0, dev, part_dev;
 	__u8 owner, dir;
 
-	op = BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK;
+	op = bio->bi_opf & REQ_OP_MASK;
 	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
 		return 0;
-	bytes = BPF_CORE_READ(bio, bi_iter.bi_size);
+	bytes = bio->bi_iter.bi_size;
 	if (!bytes)
 		return 0;
 	if (bpf_core_field_exists(((struct bio___old *)bio)->bi_disk)) {
 		dev = disk_dev(BPF_CORE_READ((struct bio___old *)bio, bi_disk));
 		part_dev = dev + BPF_CORE_READ((struct bio___old *)bio, bi_partno);
 	} else {
-		dev = disk_dev(BPF_CORE_READ(bio, bi_bdev, bd_disk));
-		part_dev = BPF_CORE_READ(bio, bi_bdev, bd_dev);
+		bdev = bio->bi_bdev;
+		disk = bdev->bd_disk;
+		dev = disk ? ((__u32)disk->major << 20) | (__u32)disk->first_minor : 0;
+		part_dev = bdev->bd_dev;
 	}
 	dir = op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ;
 
@@ -408,22 +418,23 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(handle_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
 	struct gendisk *disk;
-	__u32 op;
+	__u32 op, dev;
 
-	op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+	op = rq->cmd_flags & REQ_OP_MASK; /* a BTF pointer: plain loads (see on_bio) */
 	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
 		return 0;
 	/* A request with data completes with its bytes (a flush sequence ends it once
 	 * more with none: not a second request). A request that never had data (an
 	 * empty preflush write, as fsync issues) completes with none; /sys/block
 	 * counts it among the writes, and so does this. */
-	if (!nr_bytes && (!bpf_core_field_exists(rq->stats_sectors) || BPF_CORE_READ(rq, stats_sectors)))
+	if (!nr_bytes && (!bpf_core_field_exists(rq->stats_sectors) || rq->stats_sectors))
 		return 0;
-	if (bpf_core_field_exists(((struct request___old *)rq)->rq_disk))
-		disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
-	else
-		disk = BPF_CORE_READ(rq, q, disk);
-	add_dev(disk_dev(disk), op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ, MIO_OWNER_DEVICE,
-		nr_bytes);
+	if (bpf_core_field_exists(((struct request___old *)rq)->rq_disk)) {
+		dev = disk_dev(BPF_CORE_READ((struct request___old *)rq, rq_disk));
+	} else {
+		disk = rq->q->disk;
+		dev = disk ? ((__u32)disk->major << 20) | (__u32)disk->first_minor : 0;
+	}
+	add_dev(dev, op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ, MIO_OWNER_DEVICE, nr_bytes);
 	return 0;
 }

@@ -1243,32 +1243,22 @@ static __always_inline bool fd_call_file(struct inflight *call, long ret, struct
 	return true;
 }
 
-/* record: a syscall's event, from its in-flight slot (nothing on this
- * program's stack: the exit programs' call chains are near the 512 bytes) */
+/* record: a syscall's event, from its in-flight slot (built in this
+ * function's frame, not the exit program's: its call chains are near the
+ * 512 bytes of stack the verifiers of 5.10-6.12 allow) */
 static __noinline int emit_syscall(const struct inflight *call, __u32 dev, __u64 ino, __s64 result, __u64 now)
 {
-	struct mio_event *e;
+	struct pending_io req = {};
 
 	if (!call)
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		__sync_fetch_and_add(&drops.ringbuf_full, 1);
-		return 0;
-	}
-	e->ts_ns = now;
-	e->latency_ns = now - call->ts_ns;
-	e->ino = ino;
-	e->offset = call->offset;
-	e->result = result;
-	e->dev = dev;
-	e->tid = current_tid();
-	e->op = call->op;
-	e->api = MIO_API_SYSCALL;
-	e->by = MIO_BY_NONE;
-	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	return 0;
+	req.ts_ns = call->ts_ns;
+	req.ino = ino;
+	req.offset = call->offset;
+	req.dev = dev;
+	req.tid = current_tid();
+	req.op = call->op;
+	return emit(&req, MIO_API_SYSCALL, result, now);
 }
 
 /* A traced syscall returns: account what its entry remembered. */

@@ -166,18 +166,21 @@ static __always_inline __u64 folio_bytes(struct folio *folio)
 	return PAGE_BYTES;
 }
 
+/* A folio of mapping went dirty in the traced process (its callers test
+ * is_target first: they run for every process's dirtying). mapping is the
+ * tracepoint's BTF pointer: plain loads, no helper call per level. */
 static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __s64 offset)
 {
 	struct file_op_key key = {};
 	struct inode *host;
 
-	if (!is_target() || !mapping)
+	if (!mapping)
 		return 0;
-	host = BPF_CORE_READ(mapping, host);
-	if (!host || (BPF_CORE_READ(host, i_mode) & S_IFMT) != S_IFREG)
+	host = mapping->host;
+	if (!host || (host->i_mode & S_IFMT) != S_IFREG)
 		return 0;
-	key.ino = BPF_CORE_READ(host, i_ino);
-	key.dev = BPF_CORE_READ(host, i_sb, s_dev);
+	key.ino = host->i_ino;
+	key.dev = host->i_sb->s_dev;
 	key.tid = current_tid();
 	key.op = MIO_DIRTY;
 	key.api = MIO_API_KERNEL;
@@ -190,13 +193,17 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapping)
 {
-	return on_dirty(mapping, folio_bytes(folio), (__s64)BPF_CORE_READ(folio, index) * PAGE_BYTES);
+	if (!is_target())
+		return 0;
+	return on_dirty(mapping, folio_bytes(folio), (__s64)folio->index * PAGE_BYTES);
 }
 
 /* before 5.18: the same event on a page (a page-cache page is order 0 there) */
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(handle_dirty_page, struct page *page, struct address_space *mapping)
 {
+	if (!is_target())
+		return 0;
 	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page));
 }
 

@@ -91,6 +91,12 @@ static __always_inline __u32 disk_dev(struct gendisk *disk)
 	return ((__u32)BPF_CORE_READ(disk, major) << 20) | (__u32)BPF_CORE_READ(disk, first_minor);
 }
 
+/* The same, for a disk reached through a tracepoint's BTF pointer: plain loads */
+static __always_inline __u32 disk_dev_btf(struct gendisk *disk)
+{
+	return disk ? ((__u32)disk->major << 20) | (__u32)disk->first_minor : 0;
+}
+
 static __always_inline __u32 task_flags(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -349,7 +355,6 @@ static __always_inline int on_bio(struct bio *bio)
 	struct page *page;
 	struct file_id id = {};
 	struct block_device *bdev;
-	struct gendisk *disk;
 	__u32 op, bytes, mode = 0, dev, part_dev;
 	__u8 owner, dir;
 
@@ -364,8 +369,7 @@ static __always_inline int on_bio(struct bio *bio)
 		part_dev = dev + BPF_CORE_READ((struct bio___old *)bio, bi_partno);
 	} else {
 		bdev = bio->bi_bdev;
-		disk = bdev->bd_disk;
-		dev = disk ? ((__u32)disk->major << 20) | (__u32)disk->first_minor : 0;
+		dev = disk_dev_btf(bdev->bd_disk);
 		part_dev = bdev->bd_dev;
 	}
 	dir = op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ;
@@ -424,7 +428,6 @@ int BPF_PROG(handle_bio_queue_q, struct request_queue *q, struct bio *bio)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(handle_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
 {
-	struct gendisk *disk;
 	__u32 op, dev;
 
 	op = rq->cmd_flags & REQ_OP_MASK; /* a BTF pointer: plain loads (see on_bio) */
@@ -439,8 +442,7 @@ int BPF_PROG(handle_rq_complete, struct request *rq, int error, unsigned int nr_
 	if (bpf_core_field_exists(((struct request___old *)rq)->rq_disk)) {
 		dev = disk_dev(BPF_CORE_READ((struct request___old *)rq, rq_disk));
 	} else {
-		disk = rq->q->disk;
-		dev = disk ? ((__u32)disk->major << 20) | (__u32)disk->first_minor : 0;
+		dev = disk_dev_btf(rq->q->disk);
 	}
 	add_dev(dev, op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ, MIO_OWNER_DEVICE, nr_bytes);
 	return 0;

@@ -436,10 +436,20 @@ struct file_ref {
 		 ? *(__typeof__(((type *)0)->field) *)((head) + bpf_core_field_offset(type, field)) \
 		 : BPF_CORE_READ((type *)(ptr), field))
 
+/* What file_ref_seen read of a file's inode, storage or not, for a caller
+ * that caches the file's identity (fd_file_ref): all zero if it read none. */
+struct inode_seen {
+	struct inode *inode;
+	struct super_block *sb;
+	__u64 ino;
+};
+
 /* Fill ref for a file that is storage: a regular file or a block device,
  * and not a regular file of a pseudo filesystem (mysqld reads /proc and
- * /sys). Every field is read here once, so the exit path reads none. */
-static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref, __u32 slot)
+ * /sys). Every field is read here once, so the exit path reads none. seen,
+ * when not NULL, gets the inode's pointer, super block and number. */
+static __always_inline bool file_ref_seen(struct file *file, struct file_ref *ref, __u32 slot,
+					  struct inode_seen *seen)
 {
 	struct heads *heads;
 	struct inode *inode;
@@ -455,10 +465,15 @@ static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref,
 	inode = BPF_CORE_READ(file, f_inode);
 	if (bpf_probe_read_kernel(heads->inode, sizeof(heads->inode), inode))
 		return false;
+	sb = HEAD_FIELD(heads->inode, inode, struct inode, i_sb);
+	if (seen) {
+		seen->inode = inode;
+		seen->sb = sb;
+		seen->ino = HEAD_FIELD(heads->inode, inode, struct inode, i_ino);
+	}
 	mode = HEAD_FIELD(heads->inode, inode, struct inode, i_mode) & S_IFMT;
 	if (mode != S_IFBLK && mode != S_IFREG)
 		return false;
-	sb = HEAD_FIELD(heads->inode, inode, struct inode, i_sb);
 	if (bpf_probe_read_kernel(heads->sb, sizeof(heads->sb), sb))
 		return false;
 	if (mode == S_IFREG) {
@@ -472,6 +487,11 @@ static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref,
 	ref->ino = HEAD_FIELD(heads->inode, inode, struct inode, i_ino);
 	ref->dev = HEAD_FIELD(heads->sb, sb, struct super_block, s_dev);
 	return true;
+}
+
+static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref, __u32 slot)
+{
+	return file_ref_seen(file, ref, slot, NULL);
 }
 
 /* Remember the path of a file userspace may never see open (it can be
@@ -1200,6 +1220,7 @@ static __always_inline void complete_aio(struct inflight *call, long ret, const 
  * thread's cache of its last file (see struct inflight). */
 static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, struct file_ref *file)
 {
+	struct inode_seen seen = {};
 	struct inode *inode;
 
 	if (!f)
@@ -1216,12 +1237,13 @@ static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, s
 			return true;
 		}
 	}
+	/* a miss: the identity read in full, its inode kept from that same read
+	 * (all zero if the read failed: the next call then misses too) */
 	call->last_file = NULL; /* invalid while it is replaced */
-	call->last_storage = file_ref_of(f, file, SCRATCH_EXIT);
-	inode = BPF_CORE_READ(f, f_inode);
-	call->last_inode = inode;
-	call->last_sb = BPF_CORE_READ(inode, i_sb);
-	call->last_ino = call->last_storage ? file->ino : BPF_CORE_READ(inode, i_ino);
+	call->last_storage = file_ref_seen(f, file, SCRATCH_EXIT, &seen);
+	call->last_inode = seen.inode;
+	call->last_sb = seen.sb;
+	call->last_ino = seen.ino;
 	call->last_dev = call->last_storage ? file->dev : 0;
 	call->last_file = f;
 	return call->last_storage;

@@ -138,7 +138,7 @@ enum call_kind { CALL_FD = 0, CALL_MSYNC = 1, CALL_IO_SUBMIT = 2, CALL_IO_GETEVE
  * last file (below) spares most of the lookup. Measured on 6.18 with MariaDB
  * 10.11 (tools/ab_objects.py, issue 19): the lookup costs about as much at
  * exit as at entry; the slot filled in place and the cache of the last file
- * cut `top`'s in-kernel time per request by about 14 %. */
+ * cut the in-kernel time per request by 6 % (top) and 12 % (record). */
 struct inflight {
 	__u64 ts_ns;       /* entry */
 	__s64 offset;      /* CALL_FD: the offset argument, or -1 (none, or at_pos) */
@@ -410,12 +410,12 @@ static __always_inline struct inflight *inflight_slot(void)
 	if (targ_task_storage)
 		return bpf_task_storage_get(&inflight, bpf_get_current_task_btf(), NULL,
 					    BPF_LOCAL_STORAGE_GET_F_CREATE);
-	tid = (__u32)bpf_get_current_pid_tgid();
-	slot = bpf_map_lookup_elem(&inflight, &tid);
+	slot = inflight_get();
 	if (slot)
 		return slot;
+	tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_map_update_elem(&inflight, &tid, &zero_call, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&inflight, &tid);
+	return inflight_get();
 }
 
 /* A file as it is accounted: its pointer (for the path walk) and identity. */

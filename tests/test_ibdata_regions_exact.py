@@ -81,7 +81,7 @@ EXPECTED = {
     "": (0, 0, 0, 0, 1),
 }
 FIELDS = ("write_bytes", "write_ops", "read_bytes", "read_ops", "fsync_ops")
-# (op, offset, bytes) of every request to ibdata1 after "go": the offsets of the
+# (op, offset, bytes) of every request to ibdata1 after "go", in order: the offsets of the
 # requests at the file position (read, readv, O_APPEND write and writev) are read at exit
 EXPECTED_EVENTS = [
     ("write", 64 * PAGE, MiB),
@@ -93,11 +93,11 @@ EXPECTED_EVENTS = [
     ("write", 6 * PAGE, PAGE),
     ("write", 7 * PAGE + 10, 100),
     ("read", 100 * PAGE, 2 * PAGE),
-    ("read", 5 * PAGE, PAGE),
     ("read", 70 * PAGE, PAGE),
     ("read", 71 * PAGE, PAGE),
     ("write", 256 * PAGE, PAGE),
     ("write", 257 * PAGE, PAGE),
+    ("read", 5 * PAGE, PAGE),
     ("fsync", -1, 0),
 ]
 
@@ -180,4 +180,4 @@ def test_every_byte_in_its_region(bpf_ready: None, tmp_path: Path, hook: str, mo
         )
         if p == path and api == "syscall" and op in ("write", "read", "fsync")  # not the page cache's
     ]
-    assert sorted(events) == sorted(EXPECTED_EVENTS)
+    assert events == EXPECTED_EVENTS

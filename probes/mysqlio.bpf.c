@@ -2,9 +2,12 @@
 /* Per-file write, read and sync accounting for one process (mysqld).
  *
  * Syscalls: the per-syscall tracepoints of the I/O syscalls, or (without
- * tracefs) the BTF raw tracepoints sys_enter/sys_exit. Entry keeps the fd,
- * its offset argument and the time; exit turns the fd into the file it names
- * (dev, inode) and adds the returned byte count.
+ * tracefs) the BTF raw tracepoints sys_enter/sys_exit. Exit turns the fd into
+ * the file it names (dev, inode) and adds the returned byte count. Its
+ * arguments are read there from the registers the syscall entered with
+ * (bpf_task_pt_regs, 5.15), so entry only stamps the time, and only while
+ * requests are timed (record, top --latency); before 5.15, entry keeps the
+ * fd, its offset argument and the time.
  * libaio: at io_submit exit, each accepted iocb is added with its submitted
  * size; the first rejected one counts as an error.
  * io_uring: at io_uring_complete the request still holds its struct file,
@@ -99,6 +102,10 @@ const volatile bool targ_record = false; /* stream one event per request */
  * the branch not taken is removed by the verifier, so a helper the kernel
  * lacks may appear in it. */
 const volatile bool targ_task_storage = true; /* bpf_task_storage_get in tracing programs (5.13) */
+/* bpf_task_pt_regs (5.15): a syscall's arguments are read at its exit, from
+ * the registers saved at entry (x86-64 keeps them there; arm64 keeps the
+ * first in orig_x0), so no enter program is needed unless requests are timed */
+const volatile bool targ_args_at_exit = false;
 /* which argument of the io_uring tracepoints is the request (it moved) */
 const volatile __u32 targ_uring_submit_req_arg = 0;
 const volatile __u32 targ_uring_complete_req_arg = 1;
@@ -133,7 +140,9 @@ static __always_inline void count_unmatched(void)
 enum call_kind { CALL_FD = 0, CALL_MSYNC = 1, CALL_IO_SUBMIT = 2, CALL_IO_GETEVENTS = 3 };
 
 /* What sys_enter learnt, kept until sys_exit of the same thread, written in
- * place (no copy through the stack). A read/write/sync syscall keeps its fd:
+ * place (no copy through the stack): with targ_args_at_exit only the time and
+ * syscall number (the exit fills the rest from the registers), else the
+ * arguments too. A read/write/sync syscall keeps its fd:
  * the file it names is looked up at exit, not at entry, where the thread's
  * last file (below) spares most of the lookup. Measured on 6.18 with MariaDB
  * 10.11 (tools/ab_objects.py, issue 19): the lookup costs about as much at
@@ -153,7 +162,9 @@ struct inflight {
 	__u8 at_pos;       /* CALL_FD: acts at the file position (read at exit) */
 	__u8 active;       /* set last at entry, cleared at exit */
 	__u8 last_storage; /* the last file is storage (else not accounted) */
-	__u8 pad[7];
+	__u8 pad;
+	__u16 sysno;       /* the syscall stamped at entry (targ_args_at_exit) */
+	__u8 pad1[4];
 	/* The last file this thread's fd syscalls named, kept across calls: its
 	 * identity is taken again while the fd names the same struct file with
 	 * the same inode (pointer, number and super block), which skips reading
@@ -861,12 +872,30 @@ static __always_inline int end_call(struct inflight *call)
 	return 0;
 }
 
+/* A traced syscall starts where its arguments are read at exit
+ * (targ_args_at_exit): only its number and start time are kept, for its
+ * latency. Not msync, whose file is found at entry (on_msync_enter). */
+static __always_inline int stamp_call(long nr)
+{
+	struct inflight *call;
+
+	if (nr == NR_msync)
+		return 0;
+	call = begin_call(CALL_FD, 0);
+	if (!call)
+		return 0;
+	call->sysno = nr;
+	return end_call(call);
+}
+
 /* A traced syscall starts: remember what it acts on until its exit. */
 static __always_inline int on_sys_enter(const struct syscall_args *a)
 {
 	struct inflight *call;
 	int op;
 
+	if (targ_args_at_exit)
+		return stamp_call(a->nr);
 	if (a->nr == NR_io_submit) {
 		call = begin_call(CALL_IO_SUBMIT, 0);
 		if (!call)
@@ -907,6 +936,8 @@ static __always_inline int enter_tracepoint(struct trace_event_raw_sys_enter *ct
 	if (!is_target())
 		return 0;
 	a.nr = (int)ctx->id;
+	if (targ_args_at_exit)
+		return stamp_call(a.nr);
 	a.arg[0] = ctx->args[0];
 	/* nargs is a constant at each call: the reads beyond it are not compiled */
 	if (nargs >= 3) {
@@ -973,6 +1004,7 @@ static __always_inline int on_msync_enter(struct file *file)
 	call = begin_call(CALL_MSYNC, MIO_MSYNC);
 	if (!call)
 		return 0;
+	call->sysno = NR_msync;
 	call->file = ref.file;
 	call->ino = ref.ino;
 	call->dev = ref.dev;
@@ -1151,7 +1183,10 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 			     bpf_ktime_get_ns());
 		return 0;
 	}
-	/* completion is read at io_getevents, matched by the iocb pointer */
+	/* completion is read at io_getevents, matched by the iocb pointer, for
+	 * its latency and event: none for an io_submit not timed */
+	if (!submit_ns)
+		return 0;
 	key = (__u64)user_iocb;
 	if (bpf_map_update_elem(&aio_pending, &key, &pending, BPF_ANY))
 		count_pending_full();
@@ -1265,9 +1300,9 @@ static __always_inline bool fd_call_file(struct inflight *call, long ret, struct
 	return true;
 }
 
-/* record: a syscall's event, from its in-flight slot (built in this
- * function's frame, not the exit program's: its call chains are near the
- * 512 bytes of stack the verifiers of 5.10-6.12 allow) */
+/* record: a syscall's event, from its in-flight slot (its ts_ns 0: not
+ * timed), built in this function's frame, not the exit program's: its call
+ * chains are near the 512 bytes of stack the verifiers of 5.10-6.12 allow */
 static __noinline int emit_syscall(const struct inflight *call, __u32 dev, __u64 ino, __s64 result, __u64 now)
 {
 	struct pending_io req = {};
@@ -1283,12 +1318,37 @@ static __noinline int emit_syscall(const struct inflight *call, __u32 dev, __u64
 	return emit(&req, MIO_API_SYSCALL, result, now);
 }
 
-/* A traced syscall returns: account what its entry remembered. */
-static __always_inline int on_sys_exit(long ret, const bool cas)
+/* A read/write/sync or msync call returns, its file found (CALL_FD, CALL_MSYNC):
+ * its counts, and its latency and event when its entry was stamped (ts_ns). */
+static __always_inline int account_call(struct inflight *call, long ret, const bool cas, __u64 ts_ns)
 {
-	struct inflight *call;
 	struct file_ref file;
 	__u64 now;
+
+	if (call->kind == CALL_MSYNC) {
+		file.file = call->file;
+		file.ino = call->ino;
+		file.dev = call->dev;
+		file.region = MIO_REGION_NONE;
+	} else if (!fd_call_file(call, ret, &file)) {
+		return 0;
+	}
+	account(&file, call->op, MIO_API_SYSCALL, ret, current_tid());
+	/* not timed: record still emits it, its latency unknown */
+	if (!ts_ns && !targ_record)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (ts_ns && ret >= 0)
+		RECORD_LATENCY(cas, file.dev, file.ino, call->op, MIO_API_SYSCALL, now - ts_ns);
+	if (targ_record)
+		emit_syscall(call, file.dev, file.ino, ret, now);
+	return 0;
+}
+
+/* A traced syscall returns, its arguments kept by its entry. */
+static __always_inline int on_sys_exit_entered(long ret, const bool cas)
+{
+	struct inflight *call;
 
 	call = inflight_get();
 	if (!call || !call->active)
@@ -1302,21 +1362,79 @@ static __always_inline int on_sys_exit(long ret, const bool cas)
 		complete_aio(call, ret, cas);
 		return 0;
 	}
-	if (call->kind == CALL_MSYNC) {
-		file.file = call->file;
-		file.ino = call->ino;
-		file.dev = call->dev;
-		file.region = MIO_REGION_NONE;
-	} else if (!fd_call_file(call, ret, &file)) {
+	return account_call(call, ret, cas, call->ts_ns);
+}
+
+/* A traced syscall returns, its arguments read from the registers its entry
+ * saved (targ_args_at_exit). Its entry was stamped only while requests are
+ * timed (record; top --latency): without the stamp it is counted, not timed. */
+static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_regs *regs)
+{
+	struct syscall_args a = {};
+	struct inflight *call;
+	bool timed;
+	int op;
+
+	/* the slot also holds the thread's last file: created at its first exit */
+	call = inflight_slot();
+	if (!call) {
+		__sync_fetch_and_add(&drops.inflight_full, 1);
 		return 0;
 	}
-	account(&file, call->op, MIO_API_SYSCALL, ret, current_tid());
-	now = ret >= 0 || targ_record ? bpf_ktime_get_ns() : 0;
-	if (ret >= 0)
-		RECORD_LATENCY(cas, file.dev, file.ino, call->op, MIO_API_SYSCALL, now - call->ts_ns);
-	if (targ_record)
-		emit_syscall(call, file.dev, file.ino, ret, now);
-	return 0;
+	a.nr = SYSCALL_NR(regs);
+	/* a stamp left by an exit never seen is another syscall's: not this one's */
+	timed = call->active && call->sysno == a.nr;
+	call->active = 0;
+	if (a.nr == NR_msync)
+		/* its file was found at entry: without that, nothing to account */
+		return timed && call->kind == CALL_MSYNC ? account_call(call, ret, cas, call->ts_ns) : 0;
+	if (!timed)
+		call->ts_ns = 0;
+	a.arg[0] = PT_REGS_PARM1_SYSCALL(regs);
+	a.arg[1] = PT_REGS_PARM2_SYSCALL(regs);
+	a.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
+	a.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
+	if (a.nr == NR_io_submit) {
+		call->kind = CALL_IO_SUBMIT;
+		call->nr = a.arg[1];
+		call->uptr = a.arg[2];
+		account_io_submit(call, ret);
+		return 0;
+	}
+	if (a.nr == NR_io_getevents || a.nr == NR_io_pgetevents) {
+		/* only a timed call's completions can have a pending submission
+		 * (untimed io_submit keeps none) */
+		if (timed) {
+			call->kind = CALL_IO_GETEVENTS;
+			call->uptr = a.arg[3];
+			complete_aio(call, ret, cas);
+		}
+		return 0;
+	}
+	op = syscall_op(a.nr);
+	if (op < 0)
+		return 0;
+	call->kind = CALL_FD;
+	call->op = op;
+	call->fd = a.arg[0];
+	call->offset = syscall_offset_arg(&a, &call->at_pos);
+	return account_call(call, ret, cas, call->ts_ns);
+}
+
+/* The registers a syscall entered with, for a tracepoint program (NULL
+ * where its arguments are kept at entry instead) */
+static __always_inline struct pt_regs *syscall_regs(void)
+{
+	if (!targ_args_at_exit)
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
+static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs *regs)
+{
+	if (targ_args_at_exit)
+		return regs ? on_sys_exit_regs(ret, cas, regs) : 0;
+	return on_sys_exit_entered(ret, cas);
 }
 
 /* attached only to the exits of the syscalls the enter programs see */
@@ -1325,7 +1443,7 @@ int handle_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_sys_exit(ctx->ret, true);
+	return on_sys_exit(ctx->ret, true, syscall_regs());
 }
 
 SEC("tracepoint")
@@ -1333,7 +1451,7 @@ int handle_exit_nocas(struct trace_event_raw_sys_exit *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_sys_exit(ctx->ret, false);
+	return on_sys_exit(ctx->ret, false, syscall_regs());
 }
 
 SEC("tp_btf/sys_exit")
@@ -1342,7 +1460,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	/* cheap syscall-number test first: most syscalls are not ours */
 	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
-	return on_sys_exit(ret, true);
+	return on_sys_exit(ret, true, regs);
 }
 
 SEC("tp_btf/sys_exit")
@@ -1350,7 +1468,7 @@ int BPF_PROG(handle_sys_exit_nocas, struct pt_regs *regs, long ret)
 {
 	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
-	return on_sys_exit(ret, false);
+	return on_sys_exit(ret, false, regs);
 }
 
 static __always_inline bool uring_req_is_target(struct io_kiocb *req)

@@ -265,12 +265,30 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 {
 	struct inflight *call;
 	__u32 tid = current_tid();
+	long nr;
+	int op;
 	__u8 *by;
 
 	if (is_target()) {
 		key->tid = tid;
 		key->api = MIO_API_SYSCALL;
 		key->by = MIO_BY_SERVER_OTHER;
+		if (targ_args_at_exit) {
+			/* the syscall the thread is in, from its entry registers: an
+			 * io_uring worker's are zeroed (never entered from userspace),
+			 * and outside a syscall orig_ax holds a fault's error code, but
+			 * a page fault queues reads, never a file's writeback */
+			if (task_flags() & PF_IO_WORKER) {
+				key->api = MIO_API_IO_URING;
+			} else {
+				nr = SYSCALL_NR((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+				if (nr == NR_io_submit)
+					key->api = MIO_API_LIBAIO;
+				else if ((op = syscall_op(nr)) >= 0)
+					key->by = by_of_op(op);
+			}
+			return;
+		}
 		call = inflight_get();
 		if (call && call->active) {
 			if (call->kind == CALL_FD || call->kind == CALL_MSYNC)

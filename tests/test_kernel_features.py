@@ -64,7 +64,19 @@ def test_io_uring_request_is_found_in_each_layout(
 
 def test_pretend_takes_features_away_and_rejects_unknown_names() -> None:
     full = kernel_features.KernelFeatures(
-        True, True, True, True, 1, ("io_uring_submit_req", 0), False, "find_vma", "writeback_dirty_folio", 1, True, True
+        True,
+        True,
+        True,
+        True,
+        1,
+        ("io_uring_submit_req", 0),
+        False,
+        "find_vma",
+        "writeback_dirty_folio",
+        1,
+        True,
+        True,
+        task_pt_regs=True,
     )
     less = kernel_features._pretend(full, "-task_storage, -atomics,-uring_submit")
     assert (less.task_storage, less.atomics, less.uring_submit, less.ringbuf) == (False, False, None, True)
@@ -154,7 +166,7 @@ SCENARIOS = ["pwrite", "writev", "reads", "sync", "aio", "uring", "errors"]
 
 
 @pytest.mark.bpf
-@pytest.mark.parametrize("missing", ["-task_storage,-atomics,-uring_submit"])
+@pytest.mark.parametrize("missing", ["-task_storage,-atomics,-uring_submit", "-task_pt_regs"])
 def test_fallbacks_are_exact(
     bpf_ready: None, iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
 ) -> None:
@@ -274,7 +286,19 @@ def test_page_cache_features_in_each_layout() -> None:
     """block_bio_queue took the queue first before 5.11; the dirtying tracepoint was named
     writeback_dirty_page before 5.18; msync's file comes from bpf_find_vma or the rb-tree."""
     full = kernel_features.KernelFeatures(
-        True, True, True, True, 1, ("io_uring_submit_req", 0), False, "find_vma", "writeback_dirty_folio", 1, True, True
+        True,
+        True,
+        True,
+        True,
+        1,
+        ("io_uring_submit_req", 0),
+        False,
+        "find_vma",
+        "writeback_dirty_folio",
+        1,
+        True,
+        True,
+        task_pt_regs=True,
     )
     assert full.page_cache and not full.degraded()
     assert not kernel_features._pretend(full, "-dirty_event").page_cache

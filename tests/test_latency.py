@@ -80,7 +80,7 @@ def run(disk: ThrottledDisk, iogen: Path) -> dict[str, Any]:
     gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", str(COUNT)], disk.enter_cgroup)
     tracers = []
     try:
-        top = _start_tracer(["top", "-p", str(gen.pid), "--json", "-i", "600"], "mysqlio: tracing pid")
+        top = _start_tracer(["top", "-p", str(gen.pid), "--json", "--latency", "-i", "600"], "mysqlio: tracing pid")
         tracers.append(top)
         rec = _start_tracer(["record", "-p", str(gen.pid), "-o", trace], "mysqlio: recording pid")
         tracers.append(rec)
@@ -187,7 +187,7 @@ def test_strace_agrees_on_the_syscall_path(disk: ThrottledDisk, iogen: Path) -> 
     gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "5"], disk.enter_cgroup)
     top = strace = None
     try:
-        top = _start_tracer(["top", "-p", str(gen.pid), "--json", "-i", "600"], "mysqlio: tracing pid")
+        top = _start_tracer(["top", "-p", str(gen.pid), "--json", "--latency", "-i", "600"], "mysqlio: tracing pid")
         strace = subprocess.Popen(
             ["strace", "-T", "-e", "trace=pwrite64", "-p", str(gen.pid)],
             stderr=subprocess.PIPE,
@@ -320,3 +320,50 @@ def test_record_counts_requests_aged_out_as_lost_events(
     assert "aged_out" not in drops
     assert drops["aged_out_events"] >= 6  # 3 writes through each of libaio and io_uring, at least
     assert lost_events(drops) >= drops["aged_out_events"]
+
+
+@pytest.mark.parametrize("hook", ["tracepoints", "raw"])
+def test_untimed_probe_counts_every_request_and_times_after_start_timing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str
+) -> None:
+    """top without --latency opens the probe untimed: where the kernel gives a syscall's
+    registers at exit (bpf_task_pt_regs) no enter program is attached, every request is
+    still counted exactly, and none is timed. start_timing() (top's key l) attaches the
+    enter programs: the requests after it are timed, each one."""
+    import os
+
+    from mysqlio import bpf_probe as probe_mod
+    from mysqlio import syscall_hook
+    from mysqlio.abi import Op
+
+    monkeypatch.setenv(syscall_hook.HOOK_ENV, hook)
+    path = tmp_path / "data"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    ino = os.fstat(fd).st_ino
+
+    def ours(rows: list[Any]) -> list[Any]:
+        return [r for r in rows if r.file.ino == ino]
+
+    try:
+        with probe_mod.BpfProbe(os.getpid(), page_cache=False, timed=False) as probe:
+            assert probe.syscall_hook == hook
+            assert probe.timed is not probe.features.task_pt_regs
+            for i in range(10):
+                os.pwrite(fd, b"x" * 4096, i * 4096)
+            rows = ours(probe.drain())
+            assert [(r.op, r.ops, r.bytes) for r in rows] == [(Op.WRITE, 10, 40960)]
+            # timed from the start only on a kernel that keeps arguments at entry
+            assert bool(ours(probe.drain_latency())) is probe.timed
+            probe.start_timing()
+            assert probe.timed
+            for i in range(7):
+                os.pwrite(fd, b"y" * 512, i * 512)
+            os.fsync(fd)
+            os.fsync(fd)
+            rows = ours(probe.drain())
+            counts = sorted((r.op, r.ops, r.bytes) for r in rows)
+            assert counts == sorted([(Op.WRITE, 7, 3584), (Op.FSYNC, 2, 0)])
+            timed = {r.op: r.hist.count for r in ours(probe.drain_latency())}
+            assert timed == {Op.WRITE: 7, Op.FSYNC: 2}
+    finally:
+        os.close(fd)

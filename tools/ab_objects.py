@@ -8,9 +8,10 @@ Starts one benchmark server (MYSQLIO_BENCH_CONFIGS picks it, as in tools/bench.p
 10.11-io_uring by default), then runs sysbench oltp_write_only under each variant with
 each object in turn, interleaved (the order rotates each round), with
 kernel.bpf_stats_enabled. Prints, per variant and object, the median ns per traced
-request, the median of the per-round ratios to the first object, and each program's
-median ns per run. For changes to the probes: measure before and after in one run, on
-the same server and load.
+request, the median of the per-round ratios to the first object, each program's median
+ns per run, and each variant over the first variant, round by round (one object and
+several variants compares tracers: --variants floor,top,top-lat,record). For changes to
+the probes: measure before and after in one run, on the same server and load.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=10, help="load per run")
     ap.add_argument("--variants", default="top,record", help="tracers of tools/bench_tracers.py")
     args = ap.parse_args()
-    if len(args.objects) < 2:
-        print("ab_objects: give at least two objects", file=sys.stderr)
+    variants = [v for v in args.variants.split(",") if v]
+    if len(args.objects) < 2 and len(variants) < 2:
+        print("ab_objects: give two objects or more, or one object and two variants or more", file=sys.stderr)
         return 2
     names = [os.path.basename(p) for p in args.objects]
     if len(set(names)) != len(names):
@@ -58,7 +60,6 @@ def main() -> int:
         if not os.path.isfile(path):
             print(f"ab_objects: {path}: no such object", file=sys.stderr)
             return 2
-    variants = [v for v in args.variants.split(",") if v]
     per_request: dict[tuple[str, str], list[float]] = {}
     per_program: dict[tuple[str, str, str], list[float]] = {}
     (config, *_) = chosen_configs()
@@ -93,6 +94,15 @@ def main() -> int:
                 runs = per_program.get((variant, name, prog))
                 cells.append(f"{statistics.median(runs):>7,.0f}" if runs else f"{'-':>7}")
             print(f"    {prog:28} ns/run: {'  '.join(cells)}")
+    # each variant over the first, round by round, for each object
+    for name in names:
+        first = per_request[(variants[0], name)]
+        for variant in variants[1:]:
+            ratios = [v / b for b, v in zip(first, per_request[(variant, name)], strict=True)]
+            print(
+                f"{name}: {variant} ÷ {variants[0]}: {statistics.median(ratios):.2f}"
+                f" ({min(ratios):.2f}-{max(ratios):.2f})"
+            )
     return 0
 
 

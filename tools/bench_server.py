@@ -34,19 +34,21 @@ from mysqlio.devtools.sysbench import Sysbench
 WORKLOADS = ("oltp_write_only", "oltp_read_write")
 KERNEL_WORKLOAD = "oltp_write_only"
 TPS_VARIANTS = ("none", "floor", "top", "record", "bpftrace", "pt-ioprofile")
-KERNEL_VARIANTS = ("floor", "floor-raw", "top", "top-raw", "record", "record-raw", "bpftrace")
+KERNEL_VARIANTS = ("floor", "floor-raw", "top", "top-lat", "top-raw", "record", "record-raw", "bpftrace")
 NOPC = ("top-nopc", "record-nopc")  # where the page-cache hooks run: not on tmpfs
 RATIO_TO_FLOOR = {"top": "target ≤ 2.5×", "record": "target ≤ 3×"}  # by tracer, on the same hook
 CPU_TARGET = {"top": "target ≤ 0.5 %", "record": "target ≤ 2 %"}
-PER_PROGRAM = ("top", "record")  # kernel_cost rows program by program
+PER_PROGRAM = ("top", "top-lat", "record")  # kernel_cost rows program by program
 ROOT_SUITE = "trixie"
 ROOTS_TIMEOUT_S = 900
 # Program names as the kernel keeps them (15 characters): one run per request.
-# mysqlio's and the floor's syscall-enter programs run once per syscall entering a hooked
+# mysqlio's and the floor's syscall-exit programs run once per syscall leaving a hooked
 # tracepoint, of any process (the pid filter is inside); io_uring submissions have their own.
+# (Exits, not enters: top without --latency runs no enter program where the kernel gives
+# the registers at exit.)
 REQUEST_PROGRAMS = {
-    "tracepoints": ("handle_enter", "floor_enter", "handle_uring_su"),
-    "raw": ("handle_sys_ente", "floor_sys_enter", "handle_uring_su"),
+    "tracepoints": ("handle_exit", "floor_exit", "handle_uring_su"),
+    "raw": ("handle_sys_exit", "floor_sys_exit", "handle_uring_su"),
 }
 BPFTRACE_ENTER = "sys_enter_"  # bpftrace names a tracepoint's program after it
 # per-run overheads for the estimate: a tracer's start and stop, sysbench's connect
@@ -274,7 +276,7 @@ def requests_of(name: str, runs: dict[int, tuple[str, int, int]]) -> tuple[int, 
     hook = "raw" if name.endswith("-raw") else "tracepoints"
     enters = sum(cnt for prog, _, cnt in runs.values() if prog.startswith(REQUEST_PROGRAMS[hook]))
     where = "raw sys_enter: every syscall of every process" if hook == "raw" else "the I/O syscalls' tracepoints"
-    return enters, f"runs of its enter programs ({where}) and io_uring submits"
+    return enters, f"runs of its exit programs ({where}) and io_uring submits"
 
 
 def _kernel_rows(

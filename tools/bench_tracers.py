@@ -39,7 +39,7 @@ MYSQLIO = [sys.executable, "-m", "mysqlio"]
 CAN_SEE = {
     "none": "",
     "floor": "nothing: counts the server's syscalls, no accounting",
-    "top": "bytes, ops and latency per file of syscalls, io_uring and libaio requests",
+    "top": "bytes and ops per file of syscalls, io_uring and libaio requests (with --latency: and latency)",
     "record": "every syscall, io_uring and libaio request, to a trace file",
     "bpftrace": "bytes per fd of read/write syscalls only: no io_uring or libaio bytes",
     "pt-ioprofile": "time and calls per file of syscalls (strace): io_submit/io_uring_enter calls, not the async I/O",
@@ -74,8 +74,8 @@ def require_tracers(names: list[str] | tuple[str, ...]) -> None:
 
 
 def base_name(name: str) -> str:
-    """The tracer of a variant: "top-raw" -> "top"."""
-    return name.removesuffix("-nopc").removesuffix("-raw")
+    """The tracer of a variant: "top-raw" -> "top", "top-lat" -> "top"."""
+    return name.removesuffix("-nopc").removesuffix("-raw").removesuffix("-lat")
 
 
 def wait_line(stream: IO[str] | None, prefix: str, timeout_s: float = 30) -> str:
@@ -154,8 +154,10 @@ class Tracer:
     def __init__(self, name: str, pid: int, tmp: str, run_s: float = 60) -> None:
         self.page_cache = not name.endswith("-nopc")
         name = name.removesuffix("-nopc")
-        self.name = name.removesuffix("-raw")
         self.hook: Hook = "raw" if name.endswith("-raw") else "tracepoints"
+        name = name.removesuffix("-raw")
+        self.latency = name.endswith("-lat")  # top --latency: requests timed
+        self.name = name.removesuffix("-lat")
         self.pid = pid
         self.proc: subprocess.Popen[str] | None = None
         self._floor: Any = None
@@ -166,7 +168,8 @@ class Tracer:
         starters = {
             "none": lambda: None,
             "top": lambda: self._start_mysqlio(
-                ["top", "-p", str(self.pid), "--json", "-i", "1"], "mysqlio: tracing pid"
+                ["top", "-p", str(self.pid), "--json", "-i", "1", *(["--latency"] if self.latency else [])],
+                "mysqlio: tracing pid",
             ),
             "record": lambda: self._start_mysqlio(
                 ["record", "-p", str(self.pid), "-o", f"{self._tmp}/bench.trace"], "mysqlio: recording pid"

@@ -59,12 +59,19 @@ class BpfProbe:
     """Attach the probes to one process and read what it did, interval by interval."""
 
     def __init__(
-        self, pid: int, object_path: str | None = None, record_ring_bytes: int = 0, page_cache: bool = True
+        self,
+        pid: int,
+        object_path: str | None = None,
+        record_ring_bytes: int = 0,
+        page_cache: bool = True,
+        timed: bool = True,
     ) -> None:
         """record_ring_bytes > 0 also streams one event per request through a
         ring buffer of that size (a power of two, multiple of the page size).
         page_cache: also count page-cache dirtying, writeback and block devices
-        (where the kernel has the hooks)."""
+        (where the kernel has the hooks). timed: time each request for the
+        latency histograms from the start (else from start_timing(); record
+        always times)."""
         self.pid = pid
         self.page_cache = page_cache
         self._ring_bytes = record_ring_bytes
@@ -82,11 +89,17 @@ class BpfProbe:
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
             self._obj.set_max_entries("events", record_ring_bytes)
+        # Where syscall arguments are read at exit, the enter programs only stamp a
+        # request's start: attached when requests are timed (issue 19: top's cost
+        # per request without them). Else they keep the arguments: always attached.
+        self.args_at_exit = self.features.task_pt_regs
+        self._obj.set_rodata("targ_args_at_exit", ctypes.c_bool(self.args_at_exit))
+        self.timed = timed or bool(record_ring_bytes) or not self.args_at_exit
         try:
             self._obj.load()
-            self._obj.attach_all()
+            self._obj.attach_all(later=() if self.timed else self._enter_programs())
             if self.syscall_hook == "tracepoints":
-                syscall_hook.attach(self._obj, exit=self._program(syscall_hook.EXIT_PROGRAM))
+                syscall_hook.attach(self._obj, exit=self._program(syscall_hook.EXIT_PROGRAM), entries=self.timed)
         except BaseException:
             self._obj.close()
             raise
@@ -100,6 +113,23 @@ class BpfProbe:
         self._devstats = self._obj.map("devstats")
         self._prog_fds = self._obj.program_fds()
         self._server_files = self._obj.map("server_files")
+
+    def _enter_programs(self) -> tuple[str, ...]:
+        """The programs with an attach point in their section that only time
+        requests where arguments are read at exit (the raw hook's sys_enter)."""
+        return syscall_hook.RAW_PROGRAMS[:1] if self.syscall_hook == "raw" else ()
+
+    def start_timing(self) -> None:
+        """Time requests from now on (top's latency turned on): attach the enter
+        programs. Requests already in flight are counted, not timed."""
+        if self.timed:
+            return
+        if self.syscall_hook == "tracepoints":
+            syscall_hook.attach(self._obj, exits=False)
+        else:
+            for program in self._enter_programs():
+                self._obj.attach_program(program)
+        self.timed = True
 
     def add_server_files(self, files: list[FileIdentity]) -> None:
         """Files the server has open or mapped (from /proc): their pages written

@@ -101,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     top.add_argument(
-        "--latency", action="store_true", help="show write and sync latency p50 / p99 / max (key l toggles)"
+        "--latency",
+        action="store_true",
+        help="time requests and show write and sync latency p50 / p99 / max (key l toggles; untimed costs less)",
     )
     top.add_argument(
         "--follow",

@@ -34,6 +34,13 @@ def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
             "no bpf_get_current_task_btf (Linux 5.11): the fd table read with CO-RE probe reads instead",
         ),
         feature(
+            "task registers",
+            features.task_pt_regs,
+            "bpf_task_pt_regs: syscall arguments read at exit; enter programs run only to time requests",
+            "no bpf_task_pt_regs (Linux 5.15): every traced syscall also runs an enter program to keep its "
+            "arguments, even when requests are not timed",
+        ),
+        feature(
             "BPF atomics",
             features.atomics,
             "compare-and-swap: latency maxima exact under concurrent updates",

@@ -31,6 +31,7 @@ BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_MAP_TYPE_RINGBUF = 27
 BPF_FUNC_task_storage_get = 156
 BPF_FUNC_get_current_task_btf = 158
+BPF_FUNC_task_pt_regs = 175
 BPF_FUNC_find_vma = 180
 
 BTF_KIND_PTR = 2
@@ -67,6 +68,8 @@ class KernelFeatures:
     bio_queue_args: int | None = None
     rq_complete: bool = False
     writeback_start: bool = False
+    # bpf_task_pt_regs (5.15): syscall arguments read at exit, enter programs only to time
+    task_pt_regs: bool = False
 
     @property
     def page_cache(self) -> bool:
@@ -83,6 +86,11 @@ class KernelFeatures:
             )
         if not self.task_btf:
             out.append("no bpf_get_current_task_btf (Linux 5.11): the fd table is read with probe reads")
+        if not self.task_pt_regs:
+            out.append(
+                "no bpf_task_pt_regs (Linux 5.15): every traced syscall also runs an enter program, "
+                "even when requests are not timed"
+            )
         if not self.atomics:
             out.append(
                 "no BPF compare-and-swap (Linux 5.12): a latency maximum can miss a larger value "
@@ -148,6 +156,7 @@ def probe() -> KernelFeatures:
         bio_queue_args=len(bio_queue) if bio_queue and len(bio_queue) in (1, 2) else None,
         rq_complete=params["block_rq_complete"] is not None,
         writeback_start=params["writeback_start"] is not None,
+        task_pt_regs=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_pt_regs),
     )
     found = replace(
         found,
@@ -163,7 +172,15 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
     missing: dict[str, object] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name = item.lstrip("-")
-        if name in ("task_storage", "task_btf", "atomics", "ringbuf", "rq_complete", "writeback_start"):
+        if name in (
+            "task_storage",
+            "task_btf",
+            "task_pt_regs",
+            "atomics",
+            "ringbuf",
+            "rq_complete",
+            "writeback_start",
+        ):
             missing[name] = False
         elif name in ("msync_vma", "dirty_event", "bio_queue_args"):
             missing[name] = None

@@ -386,19 +386,31 @@ class BpfObject:
         if self._lib.bpf_program__set_autoload(self._program(name), False):
             raise BpfError(f"cannot leave out program {name}")
 
-    def attach_all(self) -> None:
-        """Attach every loaded program that names its attach point in its section;
+    def attach_all(self, later: tuple[str, ...] = ()) -> None:
+        """Attach every loaded program that names its attach point in its section,
+        but those named in later (attach_program attaches them when wanted);
         programs in a bare SEC("tracepoint") are attached with attach_tracepoint."""
         prog = self._lib.bpf_object__next_program(self._obj, None)
         while prog:
-            if self._lib.bpf_program__autoload(prog) and self._lib.bpf_program__section_name(prog) != b"tracepoint":
-                ctypes.set_errno(0)
-                link = self._lib.bpf_program__attach(prog)
-                if not link:
-                    name = self._lib.bpf_program__name(prog).decode()
-                    raise _errno_error(f"attaching {name}")
-                self._links.append(link)
+            name = self._lib.bpf_program__name(prog).decode()
+            if (
+                self._lib.bpf_program__autoload(prog)
+                and self._lib.bpf_program__section_name(prog) != b"tracepoint"
+                and name not in later
+            ):
+                self._attach(prog, name)
             prog = self._lib.bpf_object__next_program(self._obj, prog)
+
+    def attach_program(self, name: str) -> None:
+        """Attach one loaded program at the point its section names."""
+        self._attach(self._program(name), name)
+
+    def _attach(self, prog: int, name: str) -> None:
+        ctypes.set_errno(0)
+        link = self._lib.bpf_program__attach(prog)
+        if not link:
+            raise _errno_error(f"attaching {name}")
+        self._links.append(link)
 
     def program_fds(self) -> dict[str, int]:
         """name -> fd of each loaded program."""

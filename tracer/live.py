@@ -62,6 +62,7 @@ class LiveScreen:
         # what key g cycles through: user, connection and query only with the server's view (--mysql)
         self.groups: tuple[str, ...] = tuple(g for g in GROUPS if g not in SERVER_GROUPS)
         self.sampler: Any = None  # sampling.IntervalSampler: key r folds or splits ibdata1's regions
+        self.probe: Any = None  # probe.Probe: key l starts timing requests if it was opened untimed
 
     def __enter__(self) -> LiveScreen:
         self._live.__enter__()
@@ -132,6 +133,8 @@ class LiveScreen:
             self._draw()
         elif key == "l":
             self.state.latency = not self.state.latency
+            if self.state.latency and self.probe is not None:
+                self.probe.start_timing()  # the columns fill from the next interval
             self._draw()
         elif key == "p":
             self.state.switch_view()

@@ -161,6 +161,10 @@ class CountSource(Protocol):
         """Latency histograms of the requests completed since the previous call."""
         ...
 
+    def start_timing(self) -> None:
+        """Time requests from now on, for drain_latency (a probe opened untimed)."""
+        ...
+
     def drops(self) -> Drops: ...
 
     def uncounted(self) -> list[str]:

@@ -123,8 +123,10 @@ def open_session(
     stop: threading.Event | None = None,
     record_ring_bytes: int = 0,
     layout: ServerLayout | None = None,
+    timed: bool = True,
 ) -> Iterator[Session]:
     """Attach the backend's probe (record_ring_bytes > 0: with record's event stream) to the
-    process; detached when the block ends. `stop` set meanwhile abandons a slow start."""
-    with backend.open_probe(backend_name, pid, record_ring_bytes, stop=stop) as probe:
+    process; detached when the block ends. `stop` set meanwhile abandons a slow start.
+    timed: requests timed from the start (latency; else from probe.start_timing())."""
+    with backend.open_probe(backend_name, pid, record_ring_bytes, stop=stop, timed=timed) as probe:
         yield Session(probe, pid, layout)

@@ -211,6 +211,9 @@ class StapProbe:
         """The scripts keep no latency histograms (record events carry latency)."""
         return []
 
+    def start_timing(self) -> None:
+        """The scripts always time requests."""
+
     def drops(self) -> Drops:
         return Drops(self._drops)
 

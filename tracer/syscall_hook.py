@@ -72,20 +72,27 @@ def traced_syscalls() -> list[str]:
     return [name for names in ENTER_PROGRAMS.values() for name in names] + [MSYNC]
 
 
-def attachments() -> Iterator[tuple[str, str]]:
-    """(program, syscalls:event) pairs of the per-syscall hook."""
-    for program, syscalls in ENTER_PROGRAMS.items():
-        for syscall in syscalls:
-            yield program, f"sys_enter_{syscall}"
-    for syscall in traced_syscalls():
-        yield EXIT_PROGRAM, f"sys_exit_{syscall}"
+def attachments(entries: bool = True, exits: bool = True) -> Iterator[tuple[str, str]]:
+    """(program, syscalls:event) pairs of the per-syscall hook: the enter
+    programs' (entries), the exit program's (exits)."""
+    if entries:
+        for program, syscalls in ENTER_PROGRAMS.items():
+            for syscall in syscalls:
+                yield program, f"sys_enter_{syscall}"
+    if exits:
+        for syscall in traced_syscalls():
+            yield EXIT_PROGRAM, f"sys_exit_{syscall}"
 
 
-def attach(obj: BpfObject, enter: str | None = None, exit: str | None = None) -> None:
-    """Attach a loaded object's programs to every per-syscall event: the probes'
+def attach(
+    obj: BpfObject, enter: str | None = None, exit: str | None = None, entries: bool = True, exits: bool = True
+) -> None:
+    """Attach a loaded object's programs to the per-syscall events: the probes'
     own (ENTER_PROGRAMS, EXIT_PROGRAM), or one enter and one exit program in
-    their place (the benchmark's floor)."""
-    for program, event in attachments():
+    their place (the benchmark's floor). entries / exits: the enter events, the
+    exit events (where syscall arguments are read at exit, the enter programs
+    only time requests and are attached when requests are timed)."""
+    for program, event in attachments(entries, exits):
         if program == EXIT_PROGRAM:
             obj.attach_tracepoint(exit or program, "syscalls", event)
         else:
@@ -258,7 +265,9 @@ def choose_hook(dirs: tuple[str, ...] = TRACEFS_DIRS, mount: Callable[[str], Non
     return choose(dirs, mount).hook
 
 
-def describe(hook: Hook) -> str:
+def describe(hook: Hook, entries: bool = True) -> str:
     if hook == "tracepoints":
-        return f"per-syscall tracepoints on {len(traced_syscalls())} I/O syscalls (enter and exit)"
-    return "raw sys_enter/sys_exit: every syscall of every process runs the pid test"
+        ends = "enter and exit" if entries else "exit; enter only to time requests"
+        return f"per-syscall tracepoints on {len(traced_syscalls())} I/O syscalls ({ends})"
+    ends = "" if entries else " (sys_enter only to time requests)"
+    return f"raw sys_enter/sys_exit: every syscall of every process runs the pid test{ends}"

@@ -93,7 +93,10 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     emitted = [0]  # across restarts: -n counts the intervals of the whole session
 
     def trace_once(pid: int) -> int:
-        with open_session(options.backend, pid, stop=stop.event) as session:
+        # latency off: requests are timed only once it is turned on (key l; kept
+        # on across a restart), which spares the probes an enter program per
+        # syscall (docs/benchmarks.md)
+        with open_session(options.backend, pid, stop=stop.event, timed=state.latency) as session:
             datadir[0] = session.layout.datadir
             sampler = IntervalSampler(session, options.fold_partitions, options.fold_regions)
             sampler.status = status
@@ -116,6 +119,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             server = session.server() + (mapped if note else "")
             screen = LiveScreen(state, pid, server, session.layout.datadir, console, page_cache[0])
             screen.sampler = sampler
+            screen.probe = session.probe
             if threads is not None:
                 screen.groups = GROUPS
             with cbreak(sys.stdin.fileno()), screen:

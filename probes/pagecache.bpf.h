@@ -332,34 +332,95 @@ static __always_inline void add_dev(__u32 dev, __u8 dir, __u8 owner, __u64 bytes
 	__sync_fetch_and_add(&stats->count, 1);
 }
 
-/* The page a bio starts with, as its folio's head page (the mapping and
- * index live there), or NULL. */
-static __always_inline struct page *bio_head_page(struct bio *bio)
-{
-	struct bio_vec *vec;
-	struct page *page;
-	unsigned long head;
+/* The file a bio's first page caches: its mode (0: none, the page is
+ * anonymous or a user buffer), identity and the page's offset in it. */
+struct page_file {
+	__u64 ino;
+	__s64 offset;
+	__u32 dev;
+	__u32 mode;
+};
 
-	if (!bio->bi_vcnt)
-		return NULL;
-	/* a probe read: the page is turned into its head by arithmetic below,
-	 * which a BTF pointer does not allow */
-	vec = bio->bi_io_vec;
-	if (bpf_probe_read_kernel(&page, sizeof(page), &vec->bv_page) || !page)
-		return NULL;
-	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
-		head = BPF_CORE_READ((struct page___ci *)page, compound_info);
-	else
-		head = BPF_CORE_READ(page, compound_head);
-	if (!(head & 1)) /* bit 0: a tail page */
-		return page;
+/* A tail page of a large folio: its head (the mapping and index live
+ * there) is found by arithmetic, which a BTF pointer does not allow, so it is
+ * read with probe reads. head: the page's compound_head / compound_info. */
+static __noinline void tail_page_file(__u64 page_addr, unsigned long head, struct page_file *f)
+{
+	struct address_space *mapping;
+	struct inode *host;
+	struct page *page;
+
 	head &= ~1UL;
 	/* 7.x with HugeTLB vmemmap optimisation stores GENMASK(63, shift), a mask that
 	 * turns the tail's address into its head's; else (and before 7.x) the head's
 	 * address itself. A mask's complement is 2^shift - 1; no struct page's is. */
 	if (!((~head + 1) & ~head))
-		return (struct page *)((unsigned long)page & head);
-	return (struct page *)head;
+		page = (struct page *)(page_addr & head);
+	else
+		page = (struct page *)head;
+	mapping = BPF_CORE_READ(page, mapping);
+	if (!mapping || ((unsigned long)mapping & PAGE_MAPPING_FLAGS))
+		return;
+	host = BPF_CORE_READ(mapping, host);
+	if (!host)
+		return;
+	f->mode = BPF_CORE_READ(host, i_mode) & S_IFMT;
+	if (f->mode != S_IFREG)
+		return;
+	f->ino = BPF_CORE_READ(host, i_ino);
+	f->dev = BPF_CORE_READ(host, i_sb, s_dev);
+	f->offset = page_offset_in_file(page);
+}
+
+/* the bytes of struct page read at once: its compound head and mapping lie
+ * in them on the kernels seen (a layout where not: HEAD_FIELD reads apart) */
+#define PAGE_HEAD_BYTES 40
+
+/* What the bio's first page caches. A page that heads its folio (or is
+ * one alone) is read through the tracepoint's BTF pointers: plain loads, but
+ * one probe read of the page's head for the compound head and the mapping's
+ * flag bits, which must be numbers (a BTF pointer allows no bit operation;
+ * both share unions with pointers, so a plain load of them is a pointer). A
+ * large folio's tail page goes by probe reads. */
+static __always_inline void bio_page_file(struct bio *bio, struct page_file *f)
+{
+	unsigned long head, mapping_bits;
+	char raw[PAGE_HEAD_BYTES];
+	__u64 page_addr = 0;
+	struct address_space *mapping;
+	struct inode *host;
+	struct page *page;
+
+	if (!bio->bi_vcnt)
+		return;
+	page = bio->bi_io_vec->bv_page;
+	if (!page || bpf_probe_read_kernel(raw, sizeof(raw), page))
+		return;
+	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
+		head = HEAD_FIELD(raw, page, struct page___ci, compound_info);
+	else
+		head = HEAD_FIELD(raw, page, struct page, compound_head);
+	if (head & 1) { /* bit 0: a tail page: its address as a number, read again */
+		if (!bpf_probe_read_kernel(&page_addr, sizeof(page_addr), &bio->bi_io_vec->bv_page))
+			tail_page_file(page_addr, head, f);
+		return;
+	}
+	mapping_bits = (unsigned long)HEAD_FIELD(raw, page, struct page, mapping);
+	if (!mapping_bits || (mapping_bits & PAGE_MAPPING_FLAGS))
+		return;
+	mapping = page->mapping;
+	host = mapping->host;
+	if (!host)
+		return;
+	f->mode = host->i_mode & S_IFMT;
+	if (f->mode != S_IFREG)
+		return;
+	f->ino = host->i_ino;
+	f->dev = host->i_sb->s_dev;
+	if (bpf_core_field_exists(((struct page___old *)page)->index))
+		f->offset = (__s64)((struct page___old *)page)->index * PAGE_BYTES;
+	else
+		f->offset = (__s64)page->__folio_index * PAGE_BYTES;
 }
 
 /* `bio` is the tracepoint's BTF pointer: its fields, its device's and its
@@ -368,12 +429,10 @@ static __always_inline struct page *bio_head_page(struct bio *bio)
 static __always_inline int on_bio(struct bio *bio)
 {
 	struct file_op_key key = {};
-	struct address_space *mapping;
-	struct inode *host = NULL;
-	struct page *page;
+	struct page_file pf = {};
 	struct file_id id = {};
 	struct block_device *bdev;
-	__u32 op, bytes, mode = 0, dev, part_dev;
+	__u32 op, bytes, dev, part_dev;
 	__u8 owner, dir;
 
 	op = bio->bi_opf & REQ_OP_MASK;
@@ -392,18 +451,12 @@ static __always_inline int on_bio(struct bio *bio)
 	}
 	dir = op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ;
 
-	page = bio_head_page(bio);
-	mapping = page ? BPF_CORE_READ(page, mapping) : NULL;
-	if (mapping && !((unsigned long)mapping & PAGE_MAPPING_FLAGS)) {
-		host = BPF_CORE_READ(mapping, host);
-		if (host)
-			mode = BPF_CORE_READ(host, i_mode) & S_IFMT;
-	}
-	if (mode == S_IFREG) {
-		id.ino = BPF_CORE_READ(host, i_ino);
-		id.dev = BPF_CORE_READ(host, i_sb, s_dev);
+	bio_page_file(bio, &pf);
+	if (pf.mode == S_IFREG) {
+		id.ino = pf.ino;
+		id.dev = pf.dev;
 		owner = bpf_map_lookup_elem(&server_files, &id) ? MIO_OWNER_SERVER_FILE : MIO_OWNER_OTHER;
-	} else if (mode == S_IFBLK) {
+	} else if (pf.mode == S_IFBLK) {
 		owner = MIO_OWNER_FS;
 	} else if (is_target()) {
 		owner = MIO_OWNER_SERVER_DIRECT; /* user pages: O_DIRECT */
@@ -425,7 +478,7 @@ static __always_inline int on_bio(struct bio *bio)
 		key.dev = id.dev;
 		key.op = MIO_WRITEBACK;
 		writeback_cause(&key);
-		account_page_cache(&key, bytes, page_offset_in_file(page));
+		account_page_cache(&key, bytes, pf.offset);
 	}
 	return 0;
 }

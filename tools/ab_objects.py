@@ -3,6 +3,7 @@
 
     .venv/bin/python tools/ab_objects.py OLD.bpf.o NEW.bpf.o [MORE.bpf.o...] [--rounds 5]
                                          [--seconds 10] [--variants top,record]
+    (an object may carry environment variables for its runs: PATH::VAR=VALUE)
 
 Starts one benchmark server (MYSQLIO_BENCH_CONFIGS picks it, as in tools/bench.py:
 10.11-io_uring by default), then runs sysbench oltp_write_only under each variant with
@@ -28,17 +29,22 @@ from bench_server import bpf_stats_enabled, chosen_configs, program_runs, reques
 
 
 @contextmanager
-def object_env(path: str) -> Iterator[None]:
-    """MYSQLIO_BPF_OBJECT set to `path` for the tracers started in the block."""
-    old = os.environ.get("MYSQLIO_BPF_OBJECT")
-    os.environ["MYSQLIO_BPF_OBJECT"] = path
+def object_env(spec: str) -> Iterator[None]:
+    """MYSQLIO_BPF_OBJECT set to the object of `spec` for the tracers started in the
+    block, with the spec's variables (PATH::VAR=VALUE::..., e.g.
+    ::MYSQLIO_KERNEL_FEATURES=-task_pt_regs for a kernel feature's fallback)."""
+    path, *assignments = spec.split("::")
+    env = {"MYSQLIO_BPF_OBJECT": path, **dict(a.split("=", 1) for a in assignments)}
+    old = {var: os.environ.get(var) for var in env}
+    os.environ.update(env)
     try:
         yield
     finally:
-        if old is None:
-            del os.environ["MYSQLIO_BPF_OBJECT"]
-        else:
-            os.environ["MYSQLIO_BPF_OBJECT"] = old
+        for var, value in old.items():
+            if value is None:
+                del os.environ[var]
+            else:
+                os.environ[var] = value
 
 
 def main() -> int:
@@ -56,7 +62,8 @@ def main() -> int:
     if len(set(names)) != len(names):
         names = [f"{i}:{n}" for i, n in enumerate(names)]
     objects = dict(zip(names, (os.path.abspath(p) for p in args.objects), strict=True))
-    for path in objects.values():
+    for spec in objects.values():
+        path = spec.split("::", 1)[0]
         if not os.path.isfile(path):
             print(f"ab_objects: {path}: no such object", file=sys.stderr)
             return 2

@@ -764,8 +764,11 @@ __noinline int record_latency_nocas(__u32 dev, __u64 ino, __u8 op, __u8 api, __u
 	return record_latency_in(dev, ino, op, api, lat_ns, false);
 }
 
-/* cas is a constant at every call site: only one of the two is compiled in */
-#define RECORD_LATENCY(cas, ...) ((cas) ? record_latency(__VA_ARGS__) : record_latency_nocas(__VA_ARGS__))
+/* cas is a constant at every call site: only one of the two is compiled in.
+ * record keeps each request's latency in its event: the histograms are for
+ * top and the exporter, and record adds nothing to them. */
+#define RECORD_LATENCY(cas, ...)                                                                   \
+	(targ_record ? 0 : (cas) ? record_latency(__VA_ARGS__) : record_latency_nocas(__VA_ARGS__))
 
 /* What sys_enter needs of a syscall: its number and first four arguments
  * (the arguments a syscall does not have are left 0). */

@@ -9,10 +9,11 @@ Starts one benchmark server (MYSQLIO_BENCH_CONFIGS picks it, as in tools/bench.p
 10.11-io_uring by default), then runs sysbench oltp_write_only under each variant with
 each object in turn, interleaved (the order rotates each round), with
 kernel.bpf_stats_enabled. Prints, per variant and object, the median ns per traced
-request, the median of the per-round ratios to the first object, each program's median
-ns per run, and each variant over the first variant, round by round (one object and
-several variants compares tracers: --variants floor,top,top-lat,record). For changes to
-the probes: measure before and after in one run, on the same server and load.
+request and the tracer's own CPU, the median of the per-round ratios to the first object,
+each program's median ns per run, and each variant over the first variant, round by round
+(one object and several variants compares tracers: --variants floor,top,top-lat,record).
+For changes to the probes: measure before and after in one run, on the same server and
+load.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def main() -> int:
             return 2
     per_request: dict[tuple[str, str], list[float]] = {}
     per_program: dict[tuple[str, str, str], list[float]] = {}
+    cpu_percent: dict[tuple[str, str], list[float]] = {}  # the tracer process's own CPU
     (config, *_) = chosen_configs()
     with started(config) as server, tempfile.TemporaryDirectory() as tmp, bpf_stats_enabled():
         print(f"{server.title} ({server.note}); {args.rounds} rounds of {args.seconds} s", flush=True)
@@ -77,7 +79,8 @@ def main() -> int:
             for variant in variants:
                 for name in order:
                     with object_env(objects[name]):
-                        runs = program_runs(server.db.pid, server.bench, variant, args.seconds, tmp)
+                        cpu = cpu_percent.setdefault((variant, name), [])
+                        runs = program_runs(server.db.pid, server.bench, variant, args.seconds, tmp, cpu=cpu)
                     requests, _ = requests_of(variant, runs)
                     ns = sum(ns for _, ns, _ in runs.values())
                     per_request.setdefault((variant, name), []).append(ns / max(requests, 1))
@@ -91,6 +94,7 @@ def main() -> int:
         for name in names:
             values = per_request[(variant, name)]
             line = f"  {name:24} {statistics.median(values):>7,.0f} ns/request"
+            line += f", its CPU {statistics.median(cpu_percent[(variant, name)]):.2f} % of a core"
             if name != ref:
                 ratios = [v / b for b, v in zip(per_request[(variant, ref)], values, strict=True)]
                 line += f"  ÷ {ref}: {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"

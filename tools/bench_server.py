@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -247,18 +248,28 @@ def bpf_stats_enabled() -> Iterator[None]:
 
 
 def program_runs(
-    pid: int, bench: Sysbench, name: str, run_s: int, tmp: str, script: str = KERNEL_WORKLOAD
+    pid: int,
+    bench: Sysbench,
+    name: str,
+    run_s: int,
+    tmp: str,
+    script: str = KERNEL_WORKLOAD,
+    cpu: list[float] | None = None,
 ) -> dict[int, tuple[str, int, int]]:
     """(name, ns, runs) of each of the tracer's programs over one run of the load on the
-    server PID (inside bpf_stats_enabled)."""
+    server PID (inside bpf_stats_enabled); the tracer's own CPU over the run, in % of a
+    core, appended to cpu when given."""
     tracer = Tracer(name, pid, tmp, run_s=run_s)
     tracer.start()
     try:
         ids = tracer.prog_ids()
         before = bpf_prog_stats(ids)
+        cpu0, t0 = tracer.cpu_seconds(), time.monotonic()
         bench.start(run_s, script=script)
         bench.wait(timeout_s=run_s + 60)
         after = bpf_prog_stats(ids)
+        if cpu is not None:
+            cpu.append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
     finally:
         tracer.stop()
     runs = {}

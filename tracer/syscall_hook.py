@@ -265,9 +265,7 @@ def choose_hook(dirs: tuple[str, ...] = TRACEFS_DIRS, mount: Callable[[str], Non
     return choose(dirs, mount).hook
 
 
-def describe(hook: Hook, entries: bool = True) -> str:
+def describe(hook: Hook) -> str:
     if hook == "tracepoints":
-        ends = "enter and exit" if entries else "exit; enter only to time requests"
-        return f"per-syscall tracepoints on {len(traced_syscalls())} I/O syscalls ({ends})"
-    ends = "" if entries else " (sys_enter only to time requests)"
-    return f"raw sys_enter/sys_exit: every syscall of every process runs the pid test{ends}"
+        return f"per-syscall tracepoints on {len(traced_syscalls())} I/O syscalls (enter and exit)"
+    return "raw sys_enter/sys_exit: every syscall of every process runs the pid test"

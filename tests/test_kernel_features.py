@@ -62,22 +62,26 @@ def test_io_uring_request_is_found_in_each_layout(
     assert (complete_arg is None and kernel_features.complete_by_user_data(complete)) == by_user_data
 
 
+# a kernel with every feature
+FULL = kernel_features.KernelFeatures(
+    task_storage=True,
+    task_btf=True,
+    atomics=True,
+    ringbuf=True,
+    uring_complete_req_arg=1,
+    uring_submit=("io_uring_submit_req", 0),
+    uring_complete_by_user_data=False,
+    msync_vma="find_vma",
+    dirty_event="writeback_dirty_folio",
+    bio_queue_args=1,
+    rq_complete=True,
+    writeback_start=True,
+    task_pt_regs=True,
+)
+
+
 def test_pretend_takes_features_away_and_rejects_unknown_names() -> None:
-    full = kernel_features.KernelFeatures(
-        True,
-        True,
-        True,
-        True,
-        1,
-        ("io_uring_submit_req", 0),
-        False,
-        "find_vma",
-        "writeback_dirty_folio",
-        1,
-        True,
-        True,
-        task_pt_regs=True,
-    )
+    full = FULL
     less = kernel_features._pretend(full, "-task_storage, -atomics,-uring_submit")
     assert (less.task_storage, less.atomics, less.uring_submit, less.ringbuf) == (False, False, None, True)
     assert kernel_features._pretend(full, "") == full
@@ -285,21 +289,7 @@ def test_without_page_cache_hooks_or_msync_it_says_so(bpf_ready: None, iogen: Pa
 def test_page_cache_features_in_each_layout() -> None:
     """block_bio_queue took the queue first before 5.11; the dirtying tracepoint was named
     writeback_dirty_page before 5.18; msync's file comes from bpf_find_vma or the rb-tree."""
-    full = kernel_features.KernelFeatures(
-        True,
-        True,
-        True,
-        True,
-        1,
-        ("io_uring_submit_req", 0),
-        False,
-        "find_vma",
-        "writeback_dirty_folio",
-        1,
-        True,
-        True,
-        task_pt_regs=True,
-    )
+    full = FULL
     assert full.page_cache and not full.degraded()
     assert not kernel_features._pretend(full, "-dirty_event").page_cache
     assert kernel_features._pretend(full, "-find_vma").msync_vma is None

@@ -777,6 +777,16 @@ struct syscall_args {
 	__u64 arg[4];
 };
 
+/* The first four arguments a syscall entered with, from its saved registers
+ * (a BTF pointer: direct loads where the arch allows, x86) */
+static __always_inline void syscall_args_of(struct pt_regs *regs, struct syscall_args *a)
+{
+	a->arg[0] = PT_REGS_PARM1_SYSCALL(regs);
+	a->arg[1] = PT_REGS_PARM2_SYSCALL(regs);
+	a->arg[2] = PT_REGS_PARM3_SYSCALL(regs);
+	a->arg[3] = PT_REGS_PARM4_SYSCALL(regs);
+}
+
 /* Where a syscall acts, as far as its arguments say: its offset argument,
  * or -1 with *at_pos set when it acts at the file position (read, write,
  * readv, writev; preadv2/pwritev2 with offset -1), or -1 (syncs). */
@@ -980,11 +990,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	if (!is_target() || !is_io_syscall(nr))
 		return 0;
 	a.nr = nr;
-	/* regs is a BTF pointer: direct loads where the arch allows (x86) */
-	a.arg[0] = PT_REGS_PARM1_SYSCALL(regs);
-	a.arg[1] = PT_REGS_PARM2_SYSCALL(regs);
-	a.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
-	a.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
+	syscall_args_of(regs, &a);
 	return on_sys_enter(&a);
 }
 
@@ -1393,10 +1399,7 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 		return timed && call->kind == CALL_MSYNC ? account_call(call, ret, cas, call->ts_ns) : 0;
 	if (!timed)
 		call->ts_ns = 0;
-	a.arg[0] = PT_REGS_PARM1_SYSCALL(regs);
-	a.arg[1] = PT_REGS_PARM2_SYSCALL(regs);
-	a.arg[2] = PT_REGS_PARM3_SYSCALL(regs);
-	a.arg[3] = PT_REGS_PARM4_SYSCALL(regs);
+	syscall_args_of(regs, &a);
 	if (a.nr == NR_io_submit) {
 		call->kind = CALL_IO_SUBMIT;
 		call->nr = a.arg[1];
@@ -1424,13 +1427,18 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	return account_call(call, ret, cas, call->ts_ns);
 }
 
+/* The registers the current task entered the kernel with (bpf_task_pt_regs,
+ * 5.15: only where targ_args_at_exit says the kernel has it) */
+static __always_inline struct pt_regs *task_regs(void)
+{
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
 /* The registers a syscall entered with, for a tracepoint program (NULL
  * where its arguments are kept at entry instead) */
 static __always_inline struct pt_regs *syscall_regs(void)
 {
-	if (!targ_args_at_exit)
-		return NULL;
-	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return targ_args_at_exit ? task_regs() : NULL;
 }
 
 static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs *regs)

@@ -281,7 +281,7 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 			if (task_flags() & PF_IO_WORKER) {
 				key->api = MIO_API_IO_URING;
 			} else {
-				nr = SYSCALL_NR((struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf()));
+				nr = SYSCALL_NR(task_regs());
 				if (nr == NR_io_submit)
 					key->api = MIO_API_LIBAIO;
 				else if ((op = syscall_op(nr)) >= 0)

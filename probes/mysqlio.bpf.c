@@ -115,6 +115,28 @@ const volatile bool targ_uring_by_user_data = false;
 
 struct drop_counters drops = {};
 
+/* Whether the enter programs stamp requests (targ_args_at_exit): 1 from load
+ * when requests are timed, else set by userspace when it starts timing them,
+ * before it attaches the enter programs. Its own map, not a .bss variable:
+ * userspace writes it whole while the programs update drops. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} timing SEC(".maps");
+
+/* A lookup of a one-entry ARRAY is inlined by the verifier: one load. */
+static __always_inline bool requests_timed(void)
+{
+	__u32 zero = 0, *on;
+
+	if (targ_record)
+		return true;
+	on = bpf_map_lookup_elem(&timing, &zero);
+	return on && *on;
+}
+
 /* No room to remember a submitted request: in record mode its event will be
  * lost; in top mode only its latency (libaio bytes count at submission,
  * io_uring bytes at completion). */
@@ -165,13 +187,16 @@ struct inflight {
 	__u8 pad;
 	__u16 sysno;       /* the syscall stamped at entry (targ_args_at_exit) */
 	__u8 pad1[4];
-	/* The last file this thread's fd syscalls named, kept across calls: its
-	 * identity is taken again while the fd names the same struct file with
-	 * the same inode (pointer, number and super block), which skips reading
-	 * the inode's and super block's heads. A struct file or inode freed and
-	 * reused at the same address for another file fails a comparison: the
-	 * identity (s_dev, i_ino) is that of the same super block and number
-	 * (files are SLAB_TYPESAFE_BY_RCU since 6.7: their reuse is quick). */
+	/* The last file this thread's fd syscalls named, kept across calls
+	 * while requests are timed (untimed, no slot is read: account_untimed):
+	 * its identity is taken again while the fd names the same struct file
+	 * with the same inode (pointer, number and super block), which skips
+	 * reading the inode's and super block's heads; record, which reads no
+	 * per-interval counts, then makes no stats row either. A struct file
+	 * or inode freed and reused at the same address for another file fails
+	 * a comparison: the identity (s_dev, i_ino) is that of the same super
+	 * block and number (files are SLAB_TYPESAFE_BY_RCU since 6.7: their
+	 * reuse is quick). */
 	struct file *last_file;
 	struct inode *last_inode;
 	struct super_block *last_sb;
@@ -447,6 +472,19 @@ struct file_ref {
 		 ? *(__typeof__(((type *)0)->field) *)((head) + bpf_core_field_offset(type, field)) \
 		 : BPF_CORE_READ((type *)(ptr), field))
 
+/* What is storage: a regular file or a block device (mode & S_IFMT), and not
+ * a regular file of a pseudo filesystem (mysqld reads /proc and /sys). */
+static __always_inline bool is_storage_mode(__u32 mode)
+{
+	return mode == S_IFBLK || mode == S_IFREG;
+}
+
+static __always_inline bool is_pseudo_fs(__u64 magic)
+{
+	return magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
+	       magic == CGROUP2_SUPER_MAGIC;
+}
+
 /* What file_ref_seen read of a file's inode, storage or not, for a caller
  * that caches the file's identity (fd_file_ref): all zero if it read none. */
 struct inode_seen {
@@ -455,9 +493,8 @@ struct inode_seen {
 	__u64 ino;
 };
 
-/* Fill ref for a file that is storage: a regular file or a block device,
- * and not a regular file of a pseudo filesystem (mysqld reads /proc and
- * /sys). Every field is read here once, so the exit path reads none. seen,
+/* Fill ref for a file that is storage (is_storage_mode, not is_pseudo_fs).
+ * Every field is read here once, so the exit path reads none. seen,
  * when not NULL, gets the inode's pointer, super block and number. */
 static __always_inline bool file_ref_seen(struct file *file, struct file_ref *ref, __u32 slot,
 					  struct inode_seen *seen)
@@ -465,7 +502,6 @@ static __always_inline bool file_ref_seen(struct file *file, struct file_ref *re
 	struct heads *heads;
 	struct inode *inode;
 	struct super_block *sb;
-	__u64 magic;
 	__u32 mode;
 
 	if (!file)
@@ -483,16 +519,12 @@ static __always_inline bool file_ref_seen(struct file *file, struct file_ref *re
 		seen->ino = HEAD_FIELD(heads->inode, inode, struct inode, i_ino);
 	}
 	mode = HEAD_FIELD(heads->inode, inode, struct inode, i_mode) & S_IFMT;
-	if (mode != S_IFBLK && mode != S_IFREG)
+	if (!is_storage_mode(mode))
 		return false;
 	if (bpf_probe_read_kernel(heads->sb, sizeof(heads->sb), sb))
 		return false;
-	if (mode == S_IFREG) {
-		magic = HEAD_FIELD(heads->sb, sb, struct super_block, s_magic);
-		if (magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
-		    magic == CGROUP2_SUPER_MAGIC)
-			return false;
-	}
+	if (mode == S_IFREG && is_pseudo_fs(HEAD_FIELD(heads->sb, sb, struct super_block, s_magic)))
+		return false;
 	ref->file = file;
 	ref->region = MIO_REGION_NONE;
 	ref->ino = HEAD_FIELD(heads->inode, inode, struct inode, i_ino);
@@ -503,6 +535,38 @@ static __always_inline bool file_ref_seen(struct file *file, struct file_ref *re
 static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref, __u32 slot)
 {
 	return file_ref_seen(file, ref, slot, NULL);
+}
+
+/* bpf_rdonly_cast (a kfunc, 6.2): a pointer read as a BTF pointer of a kernel
+ * type, whose fields are then plain loads, not probe reads. Called only by
+ * the *_cast programs, which userspace loads only where the kernel has it
+ * (kernel_features: rdonly_cast); weak, so other kernels load the rest. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/* file_ref_of through bpf_rdonly_cast: the same fields, as plain loads (a
+ * probe read costs ~25 ns here; the untimed exit path makes three). */
+static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref *ref)
+{
+	struct file *file;
+	struct inode *inode;
+	struct super_block *sb;
+	__u32 mode;
+
+	if (!untyped)
+		return false;
+	file = bpf_rdonly_cast(untyped, bpf_core_type_id_kernel(struct file));
+	inode = file->f_inode;
+	mode = inode->i_mode & S_IFMT;
+	if (!is_storage_mode(mode))
+		return false;
+	sb = inode->i_sb;
+	if (mode == S_IFREG && is_pseudo_fs(sb->s_magic))
+		return false;
+	ref->file = untyped;
+	ref->region = MIO_REGION_NONE;
+	ref->ino = inode->i_ino;
+	ref->dev = sb->s_dev;
+	return true;
 }
 
 /* Remember the path of a file userspace may never see open (it can be
@@ -1260,26 +1324,45 @@ static __always_inline void complete_aio(struct inflight *call, long ret, const 
 	}
 }
 
-/* The identity of the file a thread's fd syscall named, through the
- * thread's cache of its last file (see struct inflight). */
-static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, struct file_ref *file)
+/* The file is still the thread's last file (see struct inflight): the same
+ * struct file, inode pointer, inode number and super block. cast: read
+ * through bpf_rdonly_cast (plain loads), else probe reads. */
+static __always_inline bool is_last_file(const struct inflight *call, struct file *f, const bool cast)
 {
-	struct inode_seen seen = {};
+	struct file *typed;
 	struct inode *inode;
 
+	if (f != call->last_file)
+		return false;
+	if (cast) {
+		typed = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+		inode = typed->f_inode;
+		return inode == call->last_inode && inode->i_ino == call->last_ino && inode->i_sb == call->last_sb;
+	}
+	inode = BPF_CORE_READ(f, f_inode);
+	return inode == call->last_inode && BPF_CORE_READ(inode, i_ino) == call->last_ino &&
+	       BPF_CORE_READ(inode, i_sb) == call->last_sb;
+}
+
+/* The identity of the file a thread's fd syscall named, through the
+ * thread's cache of its last file (see struct inflight); *same says whether
+ * it was that file. */
+static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, struct file_ref *file,
+					const bool cast, bool *same)
+{
+	struct inode_seen seen = {};
+
+	*same = false;
 	if (!f)
 		return false;
-	if (f == call->last_file) {
-		inode = BPF_CORE_READ(f, f_inode);
-		if (inode == call->last_inode && BPF_CORE_READ(inode, i_ino) == call->last_ino &&
-		    BPF_CORE_READ(inode, i_sb) == call->last_sb) {
-			if (!call->last_storage)
-				return false;
-			file->file = f;
-			file->ino = call->last_ino;
-			file->dev = call->last_dev;
-			return true;
-		}
+	if (is_last_file(call, f, cast)) {
+		*same = true;
+		if (!call->last_storage)
+			return false;
+		file->file = f;
+		file->ino = call->last_ino;
+		file->dev = call->last_dev;
+		return true;
 	}
 	/* a miss: the identity read in full, its inode kept from that same read
 	 * (all zero if the read failed: the next call then misses too) */
@@ -1293,19 +1376,29 @@ static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, s
 	return call->last_storage;
 }
 
-/* A read/write/sync syscall of fd returns (CALL_FD): the file its fd names,
- * if it is storage, and where the request acted (into call->offset). */
-static __always_inline bool fd_call_file(struct inflight *call, long ret, struct file_ref *file)
+/* Where a request of op on file acted (its offset argument, or, at_pos,
+ * the file position read now) and so its region (into file->region). */
+static __always_inline __s64 request_region(struct file_ref *file, __u8 op, __u8 at_pos, __s64 offset, long ret)
 {
 	int region;
 
-	if (!fd_file_ref(call, fd_to_file(call->fd), file))
-		return false;
 	/* top needs the offset only for a region file's reads and writes */
-	region = call->op <= MIO_READ ? region_file(file->dev, file->ino) : -1;
-	if (call->at_pos && (targ_record || region >= 0))
-		call->offset = offset_at_exit(file->file, ret);
-	file->region = region_at(region, call->offset);
+	region = op <= MIO_READ ? region_file(file->dev, file->ino) : -1;
+	if (at_pos && (targ_record || region >= 0))
+		offset = offset_at_exit(file->file, ret);
+	file->region = region_at(region, offset);
+	return offset;
+}
+
+/* A read/write/sync syscall of fd returns (CALL_FD): the file its fd names,
+ * if it is storage, and where the request acted (into call->offset); *same:
+ * the thread's last file. */
+static __always_inline bool fd_call_file(struct inflight *call, long ret, struct file_ref *file,
+					 const bool cast, bool *same)
+{
+	if (!fd_file_ref(call, fd_to_file(call->fd), file, cast, same))
+		return false;
+	call->offset = request_region(file, call->op, call->at_pos, call->offset, ret);
 	return true;
 }
 
@@ -1329,9 +1422,11 @@ static __noinline int emit_syscall(const struct inflight *call, __u32 dev, __u64
 
 /* A read/write/sync or msync call returns, its file found (CALL_FD, CALL_MSYNC):
  * its counts, and its latency and event when its entry was stamped (ts_ns). */
-static __always_inline int account_call(struct inflight *call, long ret, const bool cas, __u64 ts_ns)
+static __always_inline int account_call(struct inflight *call, long ret, const bool cas, __u64 ts_ns,
+					const bool cast)
 {
 	struct file_ref file;
+	bool same = false;
 	__u64 now;
 
 	if (call->kind == CALL_MSYNC) {
@@ -1339,10 +1434,15 @@ static __always_inline int account_call(struct inflight *call, long ret, const b
 		file.ino = call->ino;
 		file.dev = call->dev;
 		file.region = MIO_REGION_NONE;
-	} else if (!fd_call_file(call, ret, &file)) {
+	} else if (!fd_call_file(call, ret, &file, cast, &same)) {
 		return 0;
 	}
-	account(&file, call->op, MIO_API_SYSCALL, ret, current_tid());
+	/* record drains the per-interval counts unread: of a row it needs only
+	 * what making one does once per file and thread (the file's name, the
+	 * server's claim on its pages, the thread's name), done when the file
+	 * became the thread's last one. Measured in issue 19 (tools/ab_objects.py). */
+	if (!(targ_record && same))
+		account(&file, call->op, MIO_API_SYSCALL, ret, current_tid());
 	/* not timed: record still emits it, its latency unknown */
 	if (!ts_ns && !targ_record)
 		return 0;
@@ -1371,32 +1471,64 @@ static __always_inline int on_sys_exit_entered(long ret, const bool cas)
 		complete_aio(call, ret, cas);
 		return 0;
 	}
-	return account_call(call, ret, cas, call->ts_ns);
+	return account_call(call, ret, cas, call->ts_ns, false);
+}
+
+/* A read/write/sync syscall returns while requests are not timed (top
+ * without --latency; targ_args_at_exit): counted from its registers alone.
+ * No in-flight slot is read: measured on 6.18 with MariaDB 10.11
+ * (tools/ab_objects.py, issue 19), the task storage lookup cost more than
+ * the thread's last-file cache it holds saves (x 0.94 per request). */
+static __always_inline int account_untimed(struct syscall_args *a, long ret, struct pt_regs *regs,
+					   const bool cast)
+{
+	struct file_ref file;
+	struct file *f;
+	__s64 offset;
+	__u8 at_pos;
+	int op;
+
+	op = syscall_op(a->nr);
+	if (op < 0)
+		return 0;
+	syscall_args_of(regs, a);
+	f = fd_to_file(a->arg[0]);
+	if (cast ? !file_ref_cast(f, &file) : !file_ref_of(f, &file, SCRATCH_EXIT))
+		return 0;
+	offset = syscall_offset_arg(a, &at_pos);
+	request_region(&file, op, at_pos, offset, ret);
+	account(&file, op, MIO_API_SYSCALL, ret, current_tid());
+	return 0;
 }
 
 /* A traced syscall returns, its arguments read from the registers its entry
  * saved (targ_args_at_exit). Its entry was stamped only while requests are
  * timed (record; top --latency): without the stamp it is counted, not timed. */
-static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_regs *regs)
+static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_regs *regs, const bool cast)
 {
 	struct syscall_args a = {};
 	struct inflight *call;
 	bool timed;
 	int op;
 
+	a.nr = SYSCALL_NR(regs);
+	/* io_getevents has nothing to complete untimed (untimed io_submit keeps
+	 * no pending iocb); io_submit and msync (whose enter program found its
+	 * file) use the slot */
+	if (!requests_timed() && a.nr != NR_msync && a.nr != NR_io_submit)
+		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents ? 0 : account_untimed(&a, ret, regs, cast);
 	/* the slot also holds the thread's last file: created at its first exit */
 	call = inflight_slot();
 	if (!call) {
 		__sync_fetch_and_add(&drops.inflight_full, 1);
 		return 0;
 	}
-	a.nr = SYSCALL_NR(regs);
 	/* a stamp left by an exit never seen is another syscall's: not this one's */
 	timed = call->active && call->sysno == a.nr;
 	call->active = 0;
 	if (a.nr == NR_msync)
 		/* its file was found at entry: without that, nothing to account */
-		return timed && call->kind == CALL_MSYNC ? account_call(call, ret, cas, call->ts_ns) : 0;
+		return timed && call->kind == CALL_MSYNC ? account_call(call, ret, cas, call->ts_ns, cast) : 0;
 	if (!timed)
 		call->ts_ns = 0;
 	syscall_args_of(regs, &a);
@@ -1424,7 +1556,7 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	call->op = op;
 	call->fd = a.arg[0];
 	call->offset = syscall_offset_arg(&a, &call->at_pos);
-	return account_call(call, ret, cas, call->ts_ns);
+	return account_call(call, ret, cas, call->ts_ns, cast);
 }
 
 /* The registers the current task entered the kernel with (bpf_task_pt_regs,
@@ -1441,10 +1573,11 @@ static __always_inline struct pt_regs *syscall_regs(void)
 	return targ_args_at_exit ? task_regs() : NULL;
 }
 
-static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs *regs)
+/* cas: the program may use compare-and-swap (5.12); cast: bpf_rdonly_cast (6.2) */
+static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs *regs, const bool cast)
 {
 	if (targ_args_at_exit)
-		return regs ? on_sys_exit_regs(ret, cas, regs) : 0;
+		return regs ? on_sys_exit_regs(ret, cas, regs, cast) : 0;
 	return on_sys_exit_entered(ret, cas);
 }
 
@@ -1454,7 +1587,7 @@ int handle_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_sys_exit(ctx->ret, true, syscall_regs());
+	return on_sys_exit(ctx->ret, true, syscall_regs(), false);
 }
 
 SEC("tracepoint")
@@ -1462,7 +1595,15 @@ int handle_exit_nocas(struct trace_event_raw_sys_exit *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_sys_exit(ctx->ret, false, syscall_regs());
+	return on_sys_exit(ctx->ret, false, syscall_regs(), false);
+}
+
+SEC("tracepoint")
+int handle_exit_cast(struct trace_event_raw_sys_exit *ctx)
+{
+	if (!is_target())
+		return 0;
+	return on_sys_exit(ctx->ret, true, syscall_regs(), true);
 }
 
 SEC("tp_btf/sys_exit")
@@ -1471,7 +1612,7 @@ int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 	/* cheap syscall-number test first: most syscalls are not ours */
 	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
-	return on_sys_exit(ret, true, regs);
+	return on_sys_exit(ret, true, regs, false);
 }
 
 SEC("tp_btf/sys_exit")
@@ -1479,7 +1620,15 @@ int BPF_PROG(handle_sys_exit_nocas, struct pt_regs *regs, long ret)
 {
 	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
-	return on_sys_exit(ret, false, regs);
+	return on_sys_exit(ret, false, regs, false);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(handle_sys_exit_cast, struct pt_regs *regs, long ret)
+{
+	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
+		return 0;
+	return on_sys_exit(ret, true, regs, true);
 }
 
 static __always_inline bool uring_req_is_target(struct io_kiocb *req)

@@ -373,7 +373,7 @@ def test_check_kernel_is_informational() -> None:
         assert doctor_kernel.check_kernel(release) == Check("kernel", "ok", f"Linux {release}", value=release)
 
 
-FULL = KernelFeatures(True, True, True, True, 1, ("io_uring_submit_req", 0), task_pt_regs=True)
+FULL = KernelFeatures(True, True, True, True, 1, ("io_uring_submit_req", 0), task_pt_regs=True, rdonly_cast=True)
 # as Debian 11's 5.10 answered the probes in the kernel matrix
 DEBIAN_5_10 = KernelFeatures(False, False, False, True, None, ("io_uring_submit_sqe", 1), True)
 
@@ -387,6 +387,7 @@ def test_kernel_feature_checks_say_each_fallback() -> None:
         "task storage": "warn",
         "task BTF": "warn",
         "task registers": "warn",
+        "BTF casts": "warn",
         "BPF atomics": "warn",
         "BPF ring buffer": "ok",
         "io_uring counts": "warn",

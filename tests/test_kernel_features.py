@@ -77,6 +77,7 @@ FULL = kernel_features.KernelFeatures(
     rq_complete=True,
     writeback_start=True,
     task_pt_regs=True,
+    rdonly_cast=True,
 )
 
 
@@ -170,7 +171,7 @@ SCENARIOS = ["pwrite", "writev", "reads", "sync", "aio", "uring", "errors"]
 
 
 @pytest.mark.bpf
-@pytest.mark.parametrize("missing", ["-task_storage,-atomics,-uring_submit", "-task_pt_regs"])
+@pytest.mark.parametrize("missing", ["-task_storage,-atomics,-uring_submit", "-task_pt_regs", "-rdonly_cast"])
 def test_fallbacks_are_exact(
     bpf_ready: None, iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
 ) -> None:

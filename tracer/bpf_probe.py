@@ -32,6 +32,10 @@ MAX_INFLIGHT_THREADS = 16384
 # that lack BPF atomics (the verifier rejects it even where it is never run)
 NOCAS_SUFFIX = "_nocas"
 CAS_PROGRAMS = ("handle_exit", "handle_sys_exit", "handle_uring_complete")
+# twins that read a request's file through the kfunc bpf_rdonly_cast (6.2), loaded where
+# the kernel takes it (the kfunc is weak: the object opens on kernels without it)
+CAST_SUFFIX = "_cast"
+CAST_PROGRAMS = ("handle_exit", "handle_sys_exit")
 # msync's enter programs, by how this kernel finds the file at an address, and hook
 MSYNC_PROGRAMS = {
     ("find_vma", "tracepoints"): "handle_enter_msync",
@@ -97,6 +101,8 @@ class BpfProbe:
         self.timed = timed or bool(record_ring_bytes) or not self.args_at_exit
         try:
             self._obj.load()
+            if self.timed:
+                self._set_timing()
             self._obj.attach_all(later=() if self.timed else self._enter_programs())
             if self.syscall_hook == "tracepoints":
                 syscall_hook.attach(self._obj, exit=self._program(syscall_hook.EXIT_PROGRAM), entries=self.timed)
@@ -124,12 +130,20 @@ class BpfProbe:
         programs. Requests already in flight are counted, not timed."""
         if self.timed:
             return
+        # before the enter programs: an exit that reads its thread's slot finds
+        # it unstamped (not timed) until they run
+        self._set_timing()
         if self.syscall_hook == "tracepoints":
             syscall_hook.attach(self._obj, exits=False)
         else:
             for program in self._enter_programs():
                 self._obj.attach_program(program)
         self.timed = True
+
+    def _set_timing(self) -> None:
+        """Tell the exit programs that requests are timed: they read the thread's
+        in-flight slot (its start stamp) from now on."""
+        self._obj.map("timing").update(ctypes.c_uint32(0), ctypes.c_uint32(1))
 
     def add_server_files(self, files: list[FileIdentity]) -> None:
         """Files the server has open or mapped (from /proc): their pages written
@@ -140,7 +154,11 @@ class BpfProbe:
 
     def _program(self, name: str) -> str:
         """The variant of a program this kernel loads."""
-        return name + NOCAS_SUFFIX if name in CAS_PROGRAMS and not self.features.atomics else name
+        if name in CAS_PROGRAMS and not self.features.atomics:
+            return name + NOCAS_SUFFIX
+        if name in CAST_PROGRAMS and self.features.rdonly_cast:
+            return name + CAST_SUFFIX
+        return name
 
     def _adapt(self, features: KernelFeatures, record: bool) -> None:
         """Shape the object to this kernel before load: fallbacks for what it
@@ -159,8 +177,11 @@ class BpfProbe:
             obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)  # referenced, never used in top mode
             obj.set_key_size("events", 4)
             obj.set_value_size("events", 8)
-        for name in CAS_PROGRAMS:  # the twin this kernel does not load
-            obj.disable_program(name + NOCAS_SUFFIX if features.atomics else name)
+        for name in CAS_PROGRAMS:  # the twins this kernel does not load
+            twins = (name, name + NOCAS_SUFFIX) + ((name + CAST_SUFFIX,) if name in CAST_PROGRAMS else ())
+            for twin in twins:
+                if twin != self._program(name):
+                    obj.disable_program(twin)
         complete = self._program("handle_uring_complete")
         self.uring_counted = features.uring_complete_req_arg is not None or features.uring_complete_by_user_data
         if features.uring_complete_req_arg is not None:
@@ -220,6 +241,7 @@ class BpfProbe:
             "lat_a": (abi.LatKey, abi.LatHist),
             "aio_pending": (ctypes.c_uint64, abi.PendingIo),
             "regions": (ctypes.c_uint32, abi.RegionTable),
+            "timing": (ctypes.c_uint32, ctypes.c_uint32),
         }
         for name, (key_t, value_t) in expected.items():
             m = self._obj.map(name)

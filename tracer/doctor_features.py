@@ -41,6 +41,12 @@ def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
             "arguments, even when requests are not timed",
         ),
         feature(
+            "BTF casts",
+            features.rdonly_cast,
+            "bpf_rdonly_cast: a request's file (inode, super block) read with plain loads",
+            "no bpf_rdonly_cast (Linux 6.2): a request's file read with probe reads (a little slower; nothing lost)",
+        ),
+        feature(
             "BPF atomics",
             features.atomics,
             "compare-and-swap: latency maxima exact under concurrent updates",

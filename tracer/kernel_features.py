@@ -38,7 +38,9 @@ BTF_KIND_PTR = 2
 BTF_KIND_STRUCT = 4
 BTF_KIND_UNION = 5
 BTF_KIND_TYPEDEF = 8
+BTF_KIND_FUNC = 12
 BTF_KIND_FUNC_PROTO = 13
+BPF_PSEUDO_KFUNC_CALL = 2
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class KernelFeatures:
     writeback_start: bool = False
     # bpf_task_pt_regs (5.15): syscall arguments read at exit, enter programs only to time
     task_pt_regs: bool = False
+    # the bpf_rdonly_cast kfunc (6.2): a request's file (inode, super block) read by plain loads
+    rdonly_cast: bool = False
 
     @property
     def page_cache(self) -> bool:
@@ -91,6 +95,8 @@ class KernelFeatures:
                 "no bpf_task_pt_regs (Linux 5.15): every traced syscall also runs an enter program, "
                 "even when requests are not timed"
             )
+        if not self.rdonly_cast:
+            out.append("no bpf_rdonly_cast (Linux 6.2): a request's file is read with probe reads")
         if not self.atomics:
             out.append(
                 "no BPF compare-and-swap (Linux 5.12): a latency maximum can miss a larger value "
@@ -157,6 +163,7 @@ def probe() -> KernelFeatures:
         rq_complete=params["block_rq_complete"] is not None,
         writeback_start=params["writeback_start"] is not None,
         task_pt_regs=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_pt_regs),
+        rdonly_cast=_rdonly_cast(),
     )
     found = replace(
         found,
@@ -176,6 +183,7 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
             "task_storage",
             "task_btf",
             "task_pt_regs",
+            "rdonly_cast",
             "atomics",
             "ringbuf",
             "rq_complete",
@@ -242,6 +250,27 @@ _CMPXCHG_PROGRAM = b"".join(
         _insn(0x95),  # BPF_JMP | BPF_EXIT
     )
 )
+
+
+def _rdonly_cast(path: str = BTF_PATH) -> bool:
+    """Whether the kernel takes a program calling the kfunc bpf_rdonly_cast: it
+    is asked with one (r0 = bpf_rdonly_cast(0, <struct file's id>); r0 = 0; exit)."""
+    with libbpf.read_btf(path) as btf:
+        func = btf.find("bpf_rdonly_cast", BTF_KIND_FUNC)
+        file = btf.find("file", BTF_KIND_STRUCT)
+    if func <= 0 or file <= 0:
+        return False
+    return _loads(
+        b"".join(
+            (
+                _insn(0xB7, dst=1, imm=0),
+                _insn(0xB7, dst=2, imm=file),
+                _insn(0x85, src=BPF_PSEUDO_KFUNC_CALL, imm=func),  # BPF_JMP | BPF_CALL
+                _insn(0xB7, dst=0, imm=0),
+                _insn(0x95),
+            )
+        )
+    )
 
 
 def _loads(program: bytes) -> bool:

@@ -543,6 +543,12 @@ static __always_inline bool file_ref_of(struct file *file, struct file_ref *ref,
  * (kernel_features: rdonly_cast); weak, so other kernels load the rest. */
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
+/* a struct file pointer read untyped, as a BTF pointer (bpf_rdonly_cast) */
+static __always_inline struct file *file_btf(const struct file *untyped)
+{
+	return bpf_rdonly_cast(untyped, bpf_core_type_id_kernel(struct file));
+}
+
 /* file_ref_of through bpf_rdonly_cast: the same fields, as plain loads (a
  * probe read costs ~25 ns here; the untimed exit path makes three). */
 static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref *ref)
@@ -554,7 +560,7 @@ static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref 
 
 	if (!untyped)
 		return false;
-	file = bpf_rdonly_cast(untyped, bpf_core_type_id_kernel(struct file));
+	file = file_btf(untyped);
 	inode = file->f_inode;
 	mode = inode->i_mode & S_IFMT;
 	if (!is_storage_mode(mode))
@@ -567,6 +573,30 @@ static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref 
 	ref->ino = inode->i_ino;
 	ref->dev = sb->s_dev;
 	return true;
+}
+
+/* fd_to_file through bpf_rdonly_cast: the fd array's slot read with a plain
+ * load instead of a probe read. The array holds untyped pointers, so its slot
+ * is cast to struct fd, whose first 8 bytes are a struct file * (a word
+ * holding one since 6.12): the load is read raw, by offset, not by a field
+ * name, which differs between kernels. */
+static __always_inline struct file *fd_to_file_cast(__u32 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+	void *slot;
+
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	slot = bpf_rdonly_cast(&fdt->fd[fd], bpf_core_type_id_kernel(struct fd));
+	return (struct file *)*(__u64 *)slot;
+}
+
+/* The struct file an fd names, through a BTF cast where the program may
+ * call bpf_rdonly_cast (see handle_exit_cast). */
+static __always_inline struct file *fd_file(__u32 fd, const bool cast)
+{
+	return cast ? fd_to_file_cast(fd) : fd_to_file(fd);
 }
 
 /* Remember the path of a file userspace may never see open (it can be
@@ -882,9 +912,9 @@ static __always_inline __s64 syscall_offset_arg(const struct syscall_args *a, __
 /* Where a request at the file position acted, read at its exit: the kernel
  * has moved f_pos past the bytes it moved (for O_APPEND, from the end of file
  * it wrote at), so the start is f_pos - ret. A failed request left f_pos. */
-static __always_inline __s64 offset_at_exit(struct file *file, long ret)
+static __always_inline __s64 offset_at_exit(struct file *file, long ret, const bool cast)
 {
-	__s64 pos = BPF_CORE_READ(file, f_pos);
+	__s64 pos = cast ? file_btf(file)->f_pos : BPF_CORE_READ(file, f_pos);
 
 	return ret > 0 ? pos - ret : pos;
 }
@@ -1335,7 +1365,7 @@ static __always_inline bool is_last_file(const struct inflight *call, struct fil
 	if (f != call->last_file)
 		return false;
 	if (cast) {
-		typed = bpf_rdonly_cast(f, bpf_core_type_id_kernel(struct file));
+		typed = file_btf(f);
 		inode = typed->f_inode;
 		return inode == call->last_inode && inode->i_ino == call->last_ino && inode->i_sb == call->last_sb;
 	}
@@ -1378,14 +1408,15 @@ static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, s
 
 /* Where a request of op on file acted (its offset argument, or, at_pos,
  * the file position read now) and so its region (into file->region). */
-static __always_inline __s64 request_region(struct file_ref *file, __u8 op, __u8 at_pos, __s64 offset, long ret)
+static __always_inline __s64 request_region(struct file_ref *file, __u8 op, __u8 at_pos, __s64 offset, long ret,
+					    const bool cast)
 {
 	int region;
 
 	/* top needs the offset only for a region file's reads and writes */
 	region = op <= MIO_READ ? region_file(file->dev, file->ino) : -1;
 	if (at_pos && (targ_record || region >= 0))
-		offset = offset_at_exit(file->file, ret);
+		offset = offset_at_exit(file->file, ret, cast);
 	file->region = region_at(region, offset);
 	return offset;
 }
@@ -1396,9 +1427,9 @@ static __always_inline __s64 request_region(struct file_ref *file, __u8 op, __u8
 static __always_inline bool fd_call_file(struct inflight *call, long ret, struct file_ref *file,
 					 const bool cast, bool *same)
 {
-	if (!fd_file_ref(call, fd_to_file(call->fd), file, cast, same))
+	if (!fd_file_ref(call, fd_file(call->fd, cast), file, cast, same))
 		return false;
-	call->offset = request_region(file, call->op, call->at_pos, call->offset, ret);
+	call->offset = request_region(file, call->op, call->at_pos, call->offset, ret, cast);
 	return true;
 }
 
@@ -1492,11 +1523,11 @@ static __always_inline int account_untimed(struct syscall_args *a, long ret, str
 	if (op < 0)
 		return 0;
 	syscall_args_of(regs, a);
-	f = fd_to_file(a->arg[0]);
+	f = fd_file(a->arg[0], cast);
 	if (cast ? !file_ref_cast(f, &file) : !file_ref_of(f, &file, SCRATCH_EXIT))
 		return 0;
 	offset = syscall_offset_arg(a, &at_pos);
-	request_region(&file, op, at_pos, offset, ret);
+	request_region(&file, op, at_pos, offset, ret, cast);
 	account(&file, op, MIO_API_SYSCALL, ret, current_tid());
 	return 0;
 }

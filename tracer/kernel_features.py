@@ -253,12 +253,16 @@ _CMPXCHG_PROGRAM = b"".join(
 
 
 def _rdonly_cast(path: str = BTF_PATH) -> bool:
-    """Whether the kernel takes a program calling the kfunc bpf_rdonly_cast: it
-    is asked with one (r0 = bpf_rdonly_cast(0, <struct file's id>); r0 = 0; exit)."""
+    """Whether the kernel takes what the *_cast programs do with the kfunc
+    bpf_rdonly_cast: cast to struct file, and cast an fd table's slot to struct
+    fd to load its first 8 bytes. Asked with one program doing both
+    (bpf_rdonly_cast(0, <struct file>); r0 = *(u64 *)bpf_rdonly_cast(0, <struct fd>);
+    r0 = 0; exit), loaded, never run."""
     with libbpf.read_btf(path) as btf:
         func = btf.find("bpf_rdonly_cast", BTF_KIND_FUNC)
         file = btf.find("file", BTF_KIND_STRUCT)
-    if func <= 0 or file <= 0:
+        fd = btf.find("fd", BTF_KIND_STRUCT)
+    if func <= 0 or file <= 0 or fd <= 0:
         return False
     return _loads(
         b"".join(
@@ -266,6 +270,10 @@ def _rdonly_cast(path: str = BTF_PATH) -> bool:
                 _insn(0xB7, dst=1, imm=0),
                 _insn(0xB7, dst=2, imm=file),
                 _insn(0x85, src=BPF_PSEUDO_KFUNC_CALL, imm=func),  # BPF_JMP | BPF_CALL
+                _insn(0xB7, dst=1, imm=0),
+                _insn(0xB7, dst=2, imm=fd),
+                _insn(0x85, src=BPF_PSEUDO_KFUNC_CALL, imm=func),
+                _insn(0x79, dst=0, src=0, off=0),  # BPF_LDX | BPF_MEM | BPF_DW
                 _insn(0xB7, dst=0, imm=0),
                 _insn(0x95),
             )

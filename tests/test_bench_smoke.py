@@ -40,6 +40,7 @@ SERVER_ROWS = (
     "in-kernel cost: record-raw",
     "in-kernel cost: bpftrace",
     "in-kernel cost: top-nopc, sysbench oltp_write_only, MariaDB 11.8",
+    "in-kernel cost: floor-pc, sysbench oltp_write_only, MariaDB 11.8",
     "| ns per traced request |",
     "| ratio to the floor |",
 )

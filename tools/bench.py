@@ -461,7 +461,8 @@ against each configuration, its own server: the host's MariaDB 10.11 with InnoDB
 on io_uring and on libaio, its datadir on tmpfs (CPU-bound: a tracer's cost shows
 fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk.
 "floor": the same tracepoints with only the pid filter, the cost of enabling
-them at all. "pt-ioprofile": percona-toolkit's, an strace of every syscall of the
+them at all; "floor-pc" (on disk only): also empty programs, with the pid filter,
+on the page-cache and device tracepoints mysqlio hooks. "pt-ioprofile": percona-toolkit's, an strace of every syscall of the
 server for the run. "-nopc": mysqlio without its page-cache and device hooks;
 on tmpfs those hooks never run (no writeback), so the pair is only compared on
 disk (11.8; `pagecache` below measures them on a loop ext4). Each TPS row's
@@ -472,12 +473,13 @@ requests. "mysqlio userspace CPU": the top or record process's user+system CPU
 over each TPS run, % of one core.
 
 "ns per traced request" (kernel_cost): all of the tracer's programs' run time
-divided by the requests they served: the runs of its syscall-enter programs
-(once per syscall entering a hooked tracepoint, of any process: the pid filter is
+divided by the requests they served: the runs of its syscall-exit programs
+(once per syscall leaving a hooked tracepoint, of any process: the pid filter is
 inside; on the raw hook that is every syscall of the machine) plus its io_uring
 submissions; for bpftrace, the runs of its `sys_enter_*` programs. "ratio to the
-floor": that figure over the floor's on the same hook (targets: top ≤ 2.5×,
-record ≤ 3×).
+floor": that figure over the floor's on the same hooks: floor-pc's for mysqlio
+with its page-cache hooks on where floor-pc ran, else the floor's (targets: top
+≤ 2.5×, record ≤ 3×).
 """
 
 

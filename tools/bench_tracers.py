@@ -2,6 +2,8 @@
 
     none          no tracer
     floor         tracer/bpf/empty.bpf.o: the same syscall tracepoints with only the pid filter
+    floor-pc      the same, and empty programs (the pid filter only) on the page-cache and
+                  device tracepoints mysqlio hooks: the floor of mysqlio with those hooks on
     top, record   mysqlio's commands
     bpftrace      a bpftrace per-fd byte sum, what `mysqlio top` does, on the same tracepoints
     pt-ioprofile  percona-toolkit's pt-ioprofile: `strace -T -f -p PID` of every syscall
@@ -50,6 +52,14 @@ REQUIRED_TOOLS = {
     "bpftrace": ("bpftrace",),
     "pt-ioprofile": ("pt-ioprofile", "strace", "lsof"),
 }
+# empty.bpf.o's programs on the page-cache and device tracepoints (floor-pc only)
+FLOOR_PAGE_CACHE_PROGRAMS = (
+    "floor_dirty_folio",
+    "floor_writeback_start",
+    "floor_writeback_written",
+    "floor_bio_queue",
+    "floor_rq_complete",
+)
 PTRACE_TIMEOUT_S = 30.0
 POLL_S = 0.05
 
@@ -75,7 +85,7 @@ def require_tracers(names: list[str] | tuple[str, ...]) -> None:
 
 def base_name(name: str) -> str:
     """The tracer of a variant: "top-raw" -> "top", "top-lat" -> "top"."""
-    return name.removesuffix("-nopc").removesuffix("-raw").removesuffix("-lat")
+    return name.removesuffix("-nopc").removesuffix("-pc").removesuffix("-raw").removesuffix("-lat")
 
 
 def wait_line(stream: IO[str] | None, prefix: str, timeout_s: float = 30) -> str:
@@ -154,6 +164,8 @@ class Tracer:
     def __init__(self, name: str, pid: int, tmp: str, run_s: float = 60) -> None:
         self.page_cache = not name.endswith("-nopc")
         name = name.removesuffix("-nopc")
+        self.floor_page_cache = name.endswith("-pc")  # floor-pc
+        name = name.removesuffix("-pc")
         self.hook: Hook = "raw" if name.endswith("-raw") else "tracepoints"
         name = name.removesuffix("-raw")
         self.latency = name.endswith("-lat")  # top --latency: requests timed
@@ -224,6 +236,8 @@ class Tracer:
 
         self._floor = BpfObject(str(REPO / "tracer" / "bpf" / "empty.bpf.o"))
         unused = ("floor_sys_enter", "floor_sys_exit") if self.hook == "tracepoints" else ("floor_enter", "floor_exit")
+        if not self.floor_page_cache:
+            unused += FLOOR_PAGE_CACHE_PROGRAMS
         for program in unused:
             self._floor.disable_program(program)
         self._floor.set_rodata("targ_tgid", ctypes.c_uint32(self.pid))

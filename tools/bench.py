@@ -463,10 +463,11 @@ fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk.
 "floor": the same tracepoints with only the pid filter, the cost of enabling
 them at all; "floor-pc" (on disk only): also empty programs, with the pid filter,
 on the page-cache and device tracepoints mysqlio hooks. "pt-ioprofile":
-percona-toolkit's, an strace of every syscall of the server for the run. "-nopc": mysqlio without its page-cache and device hooks;
-on tmpfs those hooks never run (no writeback), so the pair is only compared on
-disk (11.8; `pagecache` below measures them on a loop ext4). Each TPS row's
-note says what that tracer can see: bpftrace's per-fd sum and pt-ioprofile see
+percona-toolkit's, an strace of every syscall of the server for the run.
+"-nopc": mysqlio without its page-cache and device hooks; on tmpfs those hooks
+never run (no writeback), so the pair is only compared on disk (11.8;
+`pagecache` below measures them on a loop ext4). Each TPS row's note says what
+that tracer can see: bpftrace's per-fd sum and pt-ioprofile see
 syscalls only, so neither sees the bytes InnoDB moves with io_uring or libaio
 (pt-ioprofile sees the io_submit / io_uring_enter calls); mysqlio sees those
 requests. "mysqlio userspace CPU": the top or record process's user+system CPU

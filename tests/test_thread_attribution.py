@@ -10,7 +10,15 @@ import numpy as np
 from mysqlio.model import FileActivity, Interval, ThreadActivity
 from mysqlio.output import format_groups
 from mysqlio.probe import FileIdentity
-from mysqlio.server_threads import ServerThread, Statement, ThreadSample, normalise_sql, readable_name, shorten_text
+from mysqlio.server_threads import (
+    PREPARED,
+    ServerThread,
+    Statement,
+    ThreadSample,
+    normalise_sql,
+    readable_name,
+    shorten_text,
+)
 from mysqlio.thread_attribution import BACKGROUND, KERNEL, NO_STATEMENT, UNKNOWN, Timeline
 
 ALICE = ServerThread(101, 21, "thread/sql/one_connection", False, 7, "alice", "localhost", "shop")
@@ -44,6 +52,21 @@ def test_identity_and_longest_overlap() -> None:
     assert later is not None and later.digest == "def456"
     idle = tl.view(102, 10.0, 11.0)
     assert idle is not None and (idle.user, idle.query) == ("bob@localhost", NO_STATEMENT)
+
+
+def test_a_statement_seen_before_it_was_classified_takes_its_later_name() -> None:
+    # sampled between the packet's arrival and the command's dispatch, pfs names the running
+    # statement statement/abstract/new_packet; the history row that ends it says Execute
+    tl = Timeline()
+    tl.add(ThreadSample(10.5, [BOB], [Statement(102, 9, 10.49, None, None, "(new_packet)", key="q:new")]))
+    tl.add(ThreadSample(11.0, None, [Statement(102, 9, 10.49, 10.8, None, PREPARED, key="q:prep")]))
+    view = tl.view(102, 10.0, 11.0)
+    assert view is not None and (view.query, view.key("query")) == (PREPARED, "q:prep")
+    # and a digest seen once stays when a later row has none
+    tl.add(ThreadSample(11.5, None, [Statement(102, 10, 11.1, None, "d1", "UPDATE `t`", key="k9")]))
+    tl.add(ThreadSample(12.0, None, [Statement(102, 10, 11.1, 11.9, None, "(statement)", key="k0")]))
+    later = tl.view(102, 11.1, 12.0)
+    assert later is not None and (later.query, later.digest, later.key("query")) == ("UPDATE `t`", "d1", "k9")
 
 
 def test_background_unknown_and_kernel_are_never_a_user() -> None:

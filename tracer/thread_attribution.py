@@ -137,8 +137,11 @@ class Timeline:
                 continue
             span.end = end if stmt.end is not None else max(span.end, end)
             span.running = stmt.end is None
-            if stmt.digest:
-                span.digest, span.text = stmt.digest, stmt.text
+            # the later row is the more refined one (pfs renames a statement as it learns its
+            # command: the sampler drops the abstract names, a trace of an older version may
+            # hold them); a digest, once seen, is never traded for none
+            if stmt.digest or not span.digest:
+                span.digest, span.text, span.key = stmt.digest, stmt.text, stmt.key
         self._by_tid = None
 
     def prune(self, before: float) -> None:

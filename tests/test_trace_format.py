@@ -195,6 +195,14 @@ def test_unknown_files_threads_and_odd_names(tmp_path: Path) -> None:
     assert set(table.column("thread").to_pylist()) == {"?"}
     devs = {(d, i) for d, i in zip(table.column("dev").to_pylist(), table.column("ino").to_pylist(), strict=True)}
     assert (os.makedev(259, 5), 1) in devs and (os.makedev(8, 1), 1) in devs
+    # each event keeps its own file, row by row
+    named = {(KDEV, 1): "/var/lib/mysql/bad\\xffname.ibd", (KDEV2, 1): "/data/other"}
+    for d, i, p in zip(e["dev"].tolist(), e["ino"].tolist(), table.column("path").to_pylist(), strict=True):
+        assert (
+            p == named[(d, i)]
+            if (d, i) in named
+            else p.startswith(f"<unknown {'8:1' if d == KDEV else '259:5'} inode {i}>")
+        )
 
 
 def _good_trace(tmp_path: Path, nbatches: int = 3) -> tuple[Path, list[int]]:

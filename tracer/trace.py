@@ -182,19 +182,28 @@ def open_private(path: str, what: str) -> BinaryIO:
     return os.fdopen(fd, "wb", buffering=1 << 20)
 
 
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a batch's column (in order of first appearance) and each
+    element's index into them. A hash (pyarrow's dictionary_encode), not np.unique's sort:
+    ~10x faster on a batch of 30k events (issue 19: record's own CPU)."""
+    encoded = pa.array(values).dictionary_encode()
+    return (
+        encoded.dictionary.to_numpy(zero_copy_only=False),
+        encoded.indices.to_numpy(zero_copy_only=False),
+    )
+
+
 def file_keys(dev: np.ndarray, ino: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Unique (dev, ino) pairs of a batch, and each event's index into them."""
-    u_ino, inverse = np.unique(ino, return_inverse=True)
-    dmin = np.full(len(u_ino), np.iinfo(np.uint32).max, dtype=np.uint32)
-    dmax = np.zeros(len(u_ino), dtype=np.uint32)
-    np.minimum.at(dmin, inverse, dev)
-    np.maximum.at(dmax, inverse, dev)
-    if np.array_equal(dmin, dmax):  # the usual case: an inode number names one file
-        return dmin, u_ino, inverse
-    u_dev, dev_inverse = np.unique(dev, return_inverse=True)
-    combined = inverse.astype(np.int64) * len(u_dev) + dev_inverse
-    u_comb, inverse = np.unique(combined, return_inverse=True)
-    return u_dev[u_comb % len(u_dev)], u_ino[u_comb // len(u_dev)], inverse
+    """Distinct (dev, ino) pairs of a batch, and each event's index into them."""
+    u_ino, inverse = distinct(ino)
+    u_dev = np.zeros(len(u_ino), np.uint32)
+    u_dev[inverse] = dev
+    if np.array_equal(u_dev[inverse], dev):  # the usual case: an inode number names one file
+        return u_dev, u_ino, inverse
+    u_devs, dev_inverse = distinct(dev)
+    combined = inverse.astype(np.int64) * len(u_devs) + dev_inverse
+    u_comb, inverse = distinct(combined)
+    return u_devs[u_comb % len(u_devs)], u_ino[u_comb // len(u_devs)], inverse
 
 
 class TraceWriter:
@@ -333,7 +342,7 @@ class TraceWriter:
             stdev_u[i] = dev_from_kernel(d)
 
         tid = np.ascontiguousarray(events["tid"])
-        u_tid, tid_inv = np.unique(tid, return_inverse=True)
+        u_tid, tid_inv = distinct(tid)
         thread_u = np.array([self._threads.get(threads.get(t, "?")) for t in u_tid.tolist()], np.int32)
 
         op = events["op"]

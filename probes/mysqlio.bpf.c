@@ -396,29 +396,37 @@ static __always_inline bool is_target(void)
  * loads; before it, bpf_get_current_task and CO-RE probe reads. */
 #define HAS_TASK_BTF bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)
 
-/* The struct file an fd of the current task names, or NULL. The fd array
- * holds untyped pointers, hence one probe read. */
-static struct file *fd_to_file(__u32 fd)
+/* The address of fd's slot in the current task's fd array (NULL: beyond it).
+ * The slot holds a struct file * (a word holding one since 6.12). */
+static __always_inline struct file **fd_slot(__u32 fd)
 {
 	struct task_struct *task;
 	struct fdtable *fdt;
-	struct file *file = NULL;
-	struct file **fds;
 
 	if (HAS_TASK_BTF) {
 		task = bpf_get_current_task_btf();
 		fdt = task->files->fdt;
 		if (!fdt || fd >= fdt->max_fds)
 			return NULL;
-		fds = fdt->fd;
-	} else {
-		task = (struct task_struct *)bpf_get_current_task();
-		fdt = BPF_CORE_READ(task, files, fdt);
-		if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-			return NULL;
-		fds = BPF_CORE_READ(fdt, fd);
+		return &fdt->fd[fd];
 	}
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	task = (struct task_struct *)bpf_get_current_task();
+	fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	return &BPF_CORE_READ(fdt, fd)[fd];
+}
+
+/* The struct file an fd of the current task names, or NULL. The fd array
+ * holds untyped pointers, hence one probe read. */
+static struct file *fd_to_file(__u32 fd)
+{
+	struct file **slot = fd_slot(fd);
+	struct file *file = NULL;
+
+	if (!slot)
+		return NULL;
+	bpf_probe_read_kernel(&file, sizeof(file), slot);
 	return file;
 }
 
@@ -582,14 +590,11 @@ static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref 
  * name, which differs between kernels. */
 static __always_inline struct file *fd_to_file_cast(__u32 fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = task->files->fdt;
-	void *slot;
+	struct file **slot = fd_slot(fd);
 
-	if (!fdt || fd >= fdt->max_fds)
+	if (!slot)
 		return NULL;
-	slot = bpf_rdonly_cast(&fdt->fd[fd], bpf_core_type_id_kernel(struct fd));
-	return (struct file *)*(__u64 *)slot;
+	return (struct file *)*(__u64 *)bpf_rdonly_cast(slot, bpf_core_type_id_kernel(struct fd));
 }
 
 /* The struct file an fd names, through a BTF cast where the program may

@@ -75,6 +75,9 @@ def _explain(result: dict, bad: dict[str, str]) -> str:
             lines.append(f"  {cell}: {verdict}")
     if result.get("lacked"):
         lines.append("  doctor: " + " | ".join(result["lacked"]))
+    for mode, run in result.get("ebpf", {}).items():
+        if run.get("status") not in ("ran", None) and run.get("stderr"):  # the tracer's own words
+            lines.append(f"  {mode}'s stderr (end):\n" + run["stderr"][-1500:])
     return "\n".join(lines)
 
 

@@ -3,11 +3,13 @@ except runs the kernel skipped that the tracer counted as all its losses."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import sys
 from typing import Any
 
 import pytest
-from matrix_guest import Scenarios, Tracer, judge
+from matrix_guest import Scenarios, Tracer, error_line, exit_text, judge
 
 
 def _tracer(got_ops: int, lost: int, skipped: dict[str, int], mode: str = "record") -> Tracer:
@@ -92,3 +94,31 @@ def test_skips_the_tracer_did_not_count_explain_nothing(mode: str) -> None:
     t.extra["drops" if mode == "top" else "drops_by_reason"] = {"inflight_full": 1}
     judge(t, SCENARIOS)
     assert t.cells["write"].startswith("differs: lost_events 1")
+
+
+def test_a_hung_tracer_says_so_with_its_stacks() -> None:
+    """A tracer that does not exit after the stop signal is killed; its verdict says it hung
+    and the line of its stack dump (SIGUSR1, faulthandler) that was printed last."""
+    script = (
+        "import faulthandler, signal, sys, time\n"
+        "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('mysqlio: exporting pid 1 (x) on http://127.0.0.1:1/metrics', file=sys.stderr, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    t = Tracer("exporter", subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True))
+    assert t.wait_for(lambda: bool(t.err), 30)
+    rc = t.stop(signal.SIGTERM, timeout_s=1)
+    t.fail("error", f"exporter exited {exit_text(rc)}")
+    assert t.error is not None
+    assert t.error.startswith("exporter exited on SIGKILL (still running 1 s after SIGTERM; killed): ")
+    assert "most recent call first" in t.stderr()
+    assert "exporting pid" not in t.error  # the banner says it ran, not why it stopped
+
+
+def test_a_traceback_outranks_the_banner() -> None:
+    stderr = "mysqlio: recording pid 7 (x)\nTraceback (most recent call last):\n  File 'a'\nValueError: boom\n"
+    assert error_line(stderr) == "ValueError: boom"
+    assert error_line("mysqlio: recording pid 7 (x)\nmysqlio: cannot write t: Permission denied\n") == (
+        "mysqlio: cannot write t: Permission denied"
+    )

@@ -110,6 +110,8 @@ TOP_INTERVAL_S = 1.0
 LOAD_TIMEOUT_S = 900.0  # loading a probe under emulation on a busy host: minutes
 RUN_TIMEOUT_S = 600.0
 MAX_ISSUES = 4
+# what record and the exporter print once attached: it says they ran, not why they stopped
+BANNER = re.compile(r"mysqlio: (recording|exporting) pid ")
 
 
 def log(msg: str) -> None:
@@ -300,14 +302,21 @@ class Tracer:
         try:
             rc = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            # hung: `mysqlio` prints every thread's stack on SIGUSR1 (faulthandler), then dies
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(3)
             self.proc.kill()
             rc = self.proc.wait()
+            self.extra["hung"] = f"still running {timeout_s:.0f} s after {signal.Signals(sig).name}; killed"
         self.join()
         return rc
 
-    def fail(self, status: str, fallback: str) -> None:
+    def fail(self, status: str, what: str) -> None:
+        """What happened (an exit code, a timeout), then the line of stderr that says why."""
         self.status = status
-        self.error = error_line(self.stderr()) or fallback
+        said = error_line(self.stderr())
+        what = f"{what} ({self.extra['hung']})" if "hung" in self.extra else what
+        self.error = f"{what}: {said}" if said else what
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -323,10 +332,23 @@ class Tracer:
 
 
 def error_line(stderr: str) -> str | None:
-    """The line that says why: the last `mysqlio:` line, else the last line (a traceback's)."""
+    """The line that says why: a traceback's last line, else the last `mysqlio:` line (not
+    the banner a tracer prints once attached, which only says it ran), else the last line."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    said = [line for line in lines if line.startswith("mysqlio:")]
+    if any(line.startswith("Traceback ") for line in lines):
+        return lines[-1]
+    said = [line for line in lines if line.startswith("mysqlio:") and not BANNER.match(line)]
     return (said or lines or [None])[-1]
+
+
+def exit_text(rc: int) -> str:
+    """An exit code as a reader wants it: a signal by name (a crash says SIGSEGV)."""
+    if rc < 0:
+        try:
+            return f"on {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"on signal {-rc}"
+    return str(rc)
 
 
 def _python_m(*args: str) -> subprocess.Popen[str]:
@@ -369,7 +391,7 @@ def wait_attached(t: Tracer, pid: int) -> None:
         t.stop(signal.SIGKILL)
         t.fail("load failed", f"not attached within {LOAD_TIMEOUT_S:.0f} s")
     else:
-        t.fail("load failed", f"exited {t.proc.returncode} before attaching")
+        t.fail("load failed", f"exited {exit_text(t.proc.returncode)} before attaching")
 
 
 def _drops_seen(intervals: list[dict[str, Any]]) -> dict[str, int]:
@@ -432,7 +454,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
                 t.extra["note"] = "fewer than 2 intervals after the workload before the timeout"
             rc = t.stop(signal.SIGINT)  # the last partial interval is printed
             if rc != 0:
-                t.fail("error", f"top exited {rc}")
+                t.fail("error", f"top exited {exit_text(rc)}")
                 return
             intervals = [json.loads(line) for line in t.out if line.strip()]
             totals = FileTotals()
@@ -462,7 +484,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             t.extra["skipped_by_program"] = skipped_by_program(t.proc.pid)
             rc = t.stop(signal.SIGINT)
             if rc != 0:
-                t.fail("error", f"record exited {rc}")
+                t.fail("error", f"record exited {exit_text(rc)}")
                 return
             rep = subprocess.run(
                 [sys.executable, "-m", "mysqlio", "report", t.trace, "--json"],
@@ -501,7 +523,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             }
             rc = t.stop(signal.SIGTERM)
             if rc != 0:
-                t.fail("error", f"exporter exited {rc}")
+                t.fail("error", f"exporter exited {exit_text(rc)}")
     except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
         t.stop(signal.SIGKILL, 30)
         t.status, t.error = "error", f"{type(e).__name__}: {e}"

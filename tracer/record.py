@@ -269,7 +269,7 @@ def _done(
     stop: StopFlag,
     check_alive: bool = True,
 ) -> str:
-    if stop.event.is_set():
+    if stop.requested():
         return "signal"
     if options.duration_s and now - start >= options.duration_s:
         return "duration"

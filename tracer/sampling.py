@@ -7,6 +7,8 @@ exporter's state (mysqlio.exporter); `verify` calls the sampler itself.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 import time
@@ -74,19 +76,39 @@ class IntervalSampler:
 
 class StopFlag:
     """Set by SIGINT / SIGTERM / SIGHUP (terminal closed); the loop then prints
-    what it has and detaches, and `with` blocks around it clean up."""
+    what it has and detaches, and `with` blocks around it clean up.
+
+    The handler only writes a byte to a pipe; a thread of its own reads it and sets the
+    event. Setting a threading.Event from the handler itself can hang for good: Python runs
+    handlers in the main thread between bytecodes, and when the signal lands while that
+    thread is inside Event.wait holding the event's lock, Event.set blocks on that same lock
+    (seen under emulation: an exporter that never exited after SIGTERM)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signum = 0
+        self._wake_fd = -1
 
     def install(self) -> None:
+        read_fd, self._wake_fd = os.pipe()
+        os.set_blocking(self._wake_fd, False)
+        threading.Thread(target=self._relay, args=(read_fd,), name="mysqlio-stop", daemon=True).start()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._handle)
 
+    def requested(self) -> bool:
+        """Whether a stop came: at once in the thread the handler ran in (the event follows
+        when the relay thread has run), or the event set by other code."""
+        return self.signum != 0 or self.event.is_set()
+
     def _handle(self, signum: int, _frame: object) -> None:
         self.signum = signum
-        self.event.set()
+        with contextlib.suppress(BlockingIOError):  # full: bytes already wait to be read
+            os.write(self._wake_fd, b"\0")
+
+    def _relay(self, read_fd: int) -> None:
+        while os.read(read_fd, 64):  # a daemon thread: it ends with the process
+            self.event.set()
 
 
 class Sink(Protocol):
@@ -115,17 +137,17 @@ def run_loop(
     deadline = time.monotonic()
     while True:
         deadline += interval_s
-        while not stop.event.is_set() and not sink.quit and time.monotonic() < deadline:
+        while not stop.requested() and not sink.quit and time.monotonic() < deadline:
             sink.wait(deadline - time.monotonic())
-        stopping = stop.event.is_set() or sink.quit
+        stopping = stop.requested() or sink.quit
         alive = target.is_alive(sampler.pid)
         sink.emit(sampler.sample())
         emitted[0] += 1
         done = bool(count) and emitted[0] >= count
-        if stop.event.is_set() and not stopping and not done:
+        if stop.requested() and not stopping and not done:
             sink.emit(sampler.sample())
             emitted[0] += 1
-        if stop.event.is_set() or sink.quit or done:
+        if stop.requested() or sink.quit or done:
             return 0
         if not alive:
             raise TargetGone(f"process {sampler.pid} exited; stopped tracing")

@@ -40,7 +40,7 @@ from mysqlio.report.to_json import report_json
 from mysqlio.sampling import IntervalSampler
 from mysqlio.session import Session
 from mysqlio.stap_probe import StapProbe, replay_probe
-from mysqlio.trace import TraceMeta, TraceReader, TraceWriter
+from mysqlio.trace import BatchKeys, TraceMeta, TraceReader, TraceWriter
 
 REPO = Path(__file__).resolve().parent.parent
 STAP_DIR = REPO / "stap"
@@ -548,8 +548,9 @@ def test_record_pipeline_gives_iogens_numbers(materialized: Materialized, tmp_pa
     events = reader.read()
     assert len(events) == sum(1 for line in lines if line.startswith("E "))
     probe.drain()
-    names.learn(events)
-    writer.write(events, names.files, names.threads, sum(probe.drops().as_dict().values()))
+    keys = BatchKeys.of(events)
+    names.learn(keys)
+    writer.write(events, names.files, names.threads, sum(probe.drops().as_dict().values()), keys=keys)
     writer.close(lost_total=0)
     report = report_json(build_report(TraceReader(trace), "file", per_second=True))
     assert report["lost_events"] == 0 and report["events"] == len(events)

@@ -28,7 +28,7 @@ from .layout import read_layout
 from .probe import EventReader, FileIdentity, lost_events
 from .sampling import StopFlag
 from .session import KERNEL_THREAD, KERNEL_TID, Session, open_session, system_regions
-from .trace import FileInfo, TraceMeta, TraceWriter, distinct, file_keys
+from .trace import BatchKeys, FileInfo, TraceMeta, TraceWriter
 from .units import human_bytes
 
 POLL_S = 0.05
@@ -76,12 +76,9 @@ class _Names:
         self.files: dict[tuple[int, int], FileInfo] = {}
         self.threads: dict[int, str] = {}
 
-    def learn(self, events: np.ndarray) -> None:
+    def learn(self, keys: BatchKeys) -> None:
         session = self._session
-        if not len(events):
-            return
-        u_dev, u_ino, _ = file_keys(events["dev"], events["ino"])
-        for kdev, ino in zip(u_dev.tolist(), u_ino.tolist(), strict=True):
+        for kdev, ino in zip(keys.u_dev.tolist(), keys.u_ino.tolist(), strict=True):
             if (kdev, ino) not in self.files:
                 resolved = session.resolver.resolve(FileIdentity.from_kernel(kdev, ino))
                 self.files[(kdev, ino)] = FileInfo(
@@ -90,7 +87,7 @@ class _Names:
                     table=session.classifier.table(resolved.path),
                     deleted=resolved.deleted,
                 )
-        for tid in distinct(events["tid"])[0].tolist():
+        for tid in keys.u_tid.tolist():
             if tid not in self.threads:
                 # tid 0: page-cache writeback by the kernel itself (flusher, reclaim)
                 self.threads[tid] = KERNEL_THREAD if tid == KERNEL_TID else session.thread_name(tid)
@@ -293,13 +290,16 @@ def _flush(
         session.probe.drain()
         session.probe.drain_latency()
     session.new_interval()  # _Names keeps what the trace needs; the session's caches stay small
-    names.learn(events)
+    keys = BatchKeys.of(events)  # once: the names learnt and the writer's columns share them
+    names.learn(keys)
     recording.lost_total = recording.lost_base + lost_events(session.probe.drops().as_dict())
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     device_sample = devices.sample()
     threads = [s.to_json() for s in recording.threads.collect()] if recording.threads is not None else []
     if len(events) or server or device_sample or threads:
-        recording.writer.write(events, names.files, names.threads, recording.lost_total, server, device_sample, threads)
+        recording.writer.write(
+            events, names.files, names.threads, recording.lost_total, server, device_sample, threads, keys
+        )
 
 
 def _exe(pid: int) -> str | None:

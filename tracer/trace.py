@@ -206,6 +206,24 @@ def file_keys(dev: np.ndarray, ino: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return u_devs[u_comb % len(u_devs)], u_ino[u_comb // len(u_devs)], inverse
 
 
+@dataclass(frozen=True)
+class BatchKeys:
+    """A batch's distinct files (kernel dev, ino) and threads, and each event's index into
+    them: found once per batch, for the names record learns and for the writer's columns."""
+
+    u_dev: np.ndarray
+    u_ino: np.ndarray
+    file_inv: np.ndarray
+    u_tid: np.ndarray
+    tid_inv: np.ndarray
+
+    @classmethod
+    def of(cls, events: np.ndarray) -> BatchKeys:
+        u_dev, u_ino, file_inv = file_keys(events["dev"], events["ino"])
+        u_tid, tid_inv = distinct(np.ascontiguousarray(events["tid"]))
+        return cls(u_dev, u_ino, file_inv, u_tid, tid_inv)
+
+
 class TraceWriter:
     """Appends batches of events to a new trace file (mode 0600)."""
 
@@ -249,6 +267,7 @@ class TraceWriter:
         server_status: list[dict[str, Any]] | None = None,
         devices: dict[str, Any] | None = None,
         server_threads: list[dict[str, Any]] | None = None,
+        keys: BatchKeys | None = None,
     ) -> None:
         """Append one batch: `files` is keyed by (kernel dev, ino) as in the events,
         `threads` maps tid -> name, `server_status` the server's counters sampled
@@ -259,7 +278,7 @@ class TraceWriter:
             raise ValueError("trace writer is closed")
         if events.dtype != EVENT_DTYPE:
             raise TypeError(f"events must have dtype EVENT_DTYPE, not {events.dtype}")
-        batch = self._batch(events, files, threads)
+        batch = self._batch(events, files, threads, keys)
         custom = {"lost_total": str(int(lost_total))}
         if server_status:
             custom["server_status"] = json.dumps(server_status)
@@ -318,13 +337,18 @@ class TraceWriter:
         self.bytes_written = self._file.tell()
 
     def _batch(
-        self, events: np.ndarray, files: Mapping[tuple[int, int], FileInfo], threads: Mapping[int, str]
+        self,
+        events: np.ndarray,
+        files: Mapping[tuple[int, int], FileInfo],
+        threads: Mapping[int, str],
+        keys: BatchKeys | None = None,
     ) -> pa.RecordBatch:
         n = len(events)
-        kdev = events["dev"]
         ino = events["ino"]
+        if keys is None:
+            keys = BatchKeys.of(events)
         # per unique file of the batch (a few hundred at most): path, kind, table, deleted, st_dev
-        u_dev, u_ino, file_inv = file_keys(kdev, ino)
+        u_dev, u_ino, file_inv = keys.u_dev, keys.u_ino, keys.file_inv
         nu = len(u_ino)
         path_u = np.empty(nu, np.int32)
         kind_u = np.empty(nu, np.int32)
@@ -342,7 +366,7 @@ class TraceWriter:
             stdev_u[i] = dev_from_kernel(d)
 
         tid = np.ascontiguousarray(events["tid"])
-        u_tid, tid_inv = distinct(tid)
+        u_tid, tid_inv = keys.u_tid, keys.tid_inv
         thread_u = np.array([self._threads.get(threads.get(t, "?")) for t in u_tid.tolist()], np.int32)
 
         op = events["op"]

@@ -53,16 +53,23 @@ class RingBufferReader:
             return np.empty(0, dtype=EVENT_DTYPE)
         count = (prod - cons) // RECORD
         start = self._page + (cons & self._mask)
-        records = self._data[start : start + count * RECORD].view(_RECORD_DTYPE)
-        lens = records["len"]
-        # stop at the first record still being written
-        busy = np.flatnonzero(lens & BUSY_BIT)
-        if busy.size:
-            count = int(busy[0])
-            records, lens = records[:count], lens[:count]
-        if np.any((lens & ~np.uint32(DISCARD_BIT)) != EVENT_DTYPE.itemsize):
-            raise RuntimeError("unexpected record size in the ring buffer")
-        events = records["event"][(lens & DISCARD_BIT) == 0].copy()
+        raw = self._data[start : start + count * RECORD]
+        lens = raw.view(_RECORD_DTYPE)["len"]
+        usual = bool(np.all(lens == EVENT_DTYPE.itemsize))  # all committed, none discarded
+        if not usual:
+            # stop at the first record still being written
+            busy = np.flatnonzero(lens & BUSY_BIT)
+            if busy.size:
+                count = int(busy[0])
+                raw, lens = raw[: count * RECORD], lens[:count]
+            if np.any((lens & ~np.uint32(DISCARD_BIT)) != EVENT_DTYPE.itemsize):
+                raise RuntimeError("unexpected record size in the ring buffer")
+        # The events' bytes as one block copy, then viewed as events: copying the strided
+        # structured field instead (records["event"][mask].copy()) took 9-16x longer, a
+        # third of record's active CPU samples on MariaDB 11.8 (issue 19).
+        events = raw.reshape(count, RECORD)[:, HEADER:].copy().view(EVENT_DTYPE).reshape(count)
+        if not usual:
+            events = events[(lens & DISCARD_BIT) == 0]
         # release the space only after copying the events out
         self._consumer_pos[0] = cons + count * RECORD
         return events

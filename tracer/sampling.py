@@ -81,8 +81,9 @@ class StopFlag:
     The handler only writes a byte to a pipe; a thread of its own reads it and sets the
     event. Setting a threading.Event from the handler itself can hang for good: Python runs
     handlers in the main thread between bytecodes, and when the signal lands while that
-    thread is inside Event.wait holding the event's lock, Event.set blocks on that same lock
-    (seen under emulation: an exporter that never exited after SIGTERM)."""
+    thread is inside Event.wait holding the event's lock, Event.set blocks on that same lock.
+    The likely cause of an exporter still running 600 s after SIGTERM in a Debian sid guest;
+    a storm of signals shows the handler caught inside the lock (tests/test_stop_flag.py)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()

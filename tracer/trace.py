@@ -272,7 +272,8 @@ class TraceWriter:
         """Append one batch: `files` is keyed by (kernel dev, ino) as in the events,
         `threads` maps tid -> name, `server_status` the server's counters sampled
         meanwhile (--mysql), `devices` the block devices' sample since the previous
-        batch ({"t", "interval_s", "devices": [DeviceActivity.to_json(), ...]}).
+        batch ({"t", "interval_s", "devices": [DeviceActivity.to_json(), ...]}), `keys`
+        the batch's BatchKeys when the caller found them already (record does).
         The batch is on disk (flushed) when this returns."""
         if self._closed:
             raise ValueError("trace writer is closed")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from compat_table import known_limits
-from guest import run_in_guest
+from guest import guest_failure_text, run_in_guest
 from kernels import ALIASES, KernelFetchError, ensure_kernel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -119,7 +119,7 @@ def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
     )
     (RESULTS / f"{kernel.release}.log").write_text(res.output)
     print(f"{alias} ({kernel.release}): fetched in {fetched:.0f} s, guest {res.seconds:.0f} s, exit {res.returncode}")
-    assert fresh.exists(), f"the guest wrote no result (exit {res.returncode}):\n{res.output[-3000:]}"
+    assert fresh.exists(), f"the guest wrote no result (exit {res.returncode}):\n{guest_failure_text(res.output)}"
     result = _replace_result(out, fresh, guest_seconds=round(res.seconds, 1))
     assert result["kernel"]["release"] == kernel.release
     bad = not_exact(result)

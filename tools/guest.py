@@ -20,7 +20,10 @@ PATH and the `env` given; the repository and its .venv work there unchanged.
 a private read-write directory, not from vng, whose exit status is not the command's when
 the guest has no udev), `output` its stdout and stderr interleaved as written. When the
 guest never got to write a status (a boot failure, a kernel panic, the timeout), returncode
-is 124 on timeout, else 125, and `output` ends with the tail of vng's own console output.
+is 124 on timeout, else 125, and `output` ends with guest.py's notes: the kernel's first report
+of a stuck or broken kernel on its console (a soft lockup's carries every CPU's stack), on a
+timeout where each vCPU was (its RIP three times, named from the guest's /proc/kallsyms, read
+from QEMU's monitor), and the tail of vng's own console output (guest_failure_text shows them).
 Emulation is 5–10× slower than the host; a boot to the command takes 20–60 s (more when the
 machine is busy), and each Python start in the guest a few seconds (the root is shared over 9p).
 
@@ -38,10 +41,13 @@ CLI exit status: the guest command's.
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -163,14 +169,21 @@ def _boot(
         lines = ["#!/bin/sh"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in exports.items()]
         lines += [
+            # the kernel's text symbols, for naming where a stuck guest's vCPUs are (vcpu_places)
+            f"grep ' [tT] ' /proc/kallsyms > {box}/kallsyms 2>/dev/null",
             f"cd {shlex.quote(str(cwd))} || exit 125",
             f"sh -c {shlex.quote(command)} > {box}/output 2>&1 < /dev/null",
             f"echo $? > {box}/rc.tmp && mv {box}/rc.tmp {box}/rc",
             "sync",
         ]
         script.write_text("\n".join(lines) + "\n")
-        # --verbose: the guest's console in vng's output, which says why a guest ended early
+        monitor = box / "monitor"
+        # --verbose: the guest's console in vng's output, which says why a guest ended early.
+        # A soft lockup's report then carries every CPU's stack; QEMU's monitor gives each
+        # vCPU's registers when the guest times out (see vcpu_places).
         argv = [vng, "--verbose", "--disable-kvm", "--cpus", str(cpus), "--memory", memory, "--rwdir", str(box)]
+        argv += ["--append", "softlockup_all_cpu_backtrace=1"]
+        argv += [f"--qemu-opts=-monitor unix:{monitor},server=on,wait=off"]
         for d in rwdirs:
             p = Path(d).resolve()
             p.mkdir(parents=True, exist_ok=True)
@@ -189,6 +202,7 @@ def _boot(
             start_new_session=True,
         )
         timed_out = False
+        vcpus = ""
         done = threading.Event()
         tail = threading.Thread(target=_follow, args=(box / "output", stream, done), daemon=True)
         if stream is not None:
@@ -197,6 +211,7 @@ def _boot(
             vng_out, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
+            vcpus = vcpu_places(monitor, box / "kallsyms")
             os.killpg(proc.pid, signal.SIGKILL)
             vng_out, _ = proc.communicate()
         finally:
@@ -214,8 +229,109 @@ def _boot(
             returncode = TIMEOUT_RC if timed_out else NO_STATUS_RC
             why = f"timed out after {timeout_s:.0f} s" if timed_out else f"no exit status (vng exit {proc.returncode})"
             tail = "\n".join(vng_text.strip().splitlines()[-30:])
+            report = first_kernel_report(vng_text)
+            if report:
+                output += f"\n[guest.py: the kernel's first report on its console:]\n{report}\n"
+            if vcpus:
+                output += f"\n[guest.py: where each vCPU was when the guest was stopped (QEMU's monitor):]\n{vcpus}\n"
             output += f"\n[guest.py: {why}; the tail of vng's output:]\n{tail}\n"
     return GuestResult(returncode, output, seconds, timed_out, vng_text)
+
+
+def guest_failure_text(output: str, command_chars: int = 2000, notes_chars: int = 16000) -> str:
+    """What to show of a failed guest's OUTPUT (GuestResult.output): the end of its command's
+    own output and guest.py's notes after it (the kernel's report, the vCPUs, vng's tail),
+    each cut to a bound from its start or end, whichever says more."""
+    cut = output.find("\n[guest.py:")
+    command, notes = (output, "") if cut < 0 else (output[:cut], output[cut:])
+    return command[-command_chars:] + notes[:notes_chars]
+
+
+# the first line of the kernel's reports of a stuck or broken kernel
+_REPORT = re.compile(
+    r"\] (BUG: |watchdog: |rcu: INFO|INFO: task |INFO: rcu|Oops|general protection|Kernel panic|"
+    r"WARNING: |NMI backtrace|kernel BUG)"
+)
+
+
+def first_kernel_report(console: str, max_lines: int = 120) -> str:
+    """The first report of a stuck or broken kernel on CONSOLE (vng's output), up to MAX_LINES
+    lines, and how many more such reports followed; "" when there is none."""
+    lines = console.splitlines()
+    starts = [i for i, line in enumerate(lines) if _REPORT.search(line)]
+    if not starts:
+        return ""
+    first = lines[starts[0] : starts[0] + max_lines]
+    later = [lines[i].strip() for i in starts[1:] if i >= starts[0] + max_lines]
+    if later:
+        first.append(f"[... {len(later)} more such lines after these; the last: {later[-1]}]")
+    return "\n".join(first)
+
+
+def vcpu_places(monitor: Path, kallsyms: Path, samples: int = 3, wait_s: float = 5.0) -> str:
+    """Each vCPU's instruction pointer, SAMPLES times a second apart, read from QEMU's monitor
+    socket MONITOR and named from KALLSYMS (the guest's text symbols, which it wrote as it
+    booted; Debian's System.map is a stub); "" when the monitor does not answer. Says where a
+    guest that stopped printing is spinning."""
+    symbols = _text_symbols(kallsyms)
+    places = []
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(wait_s)
+            sock.connect(str(monitor))
+            for n in range(samples):
+                if n:
+                    time.sleep(1.0)
+                text = _monitor_command(sock, b"info registers -a\n", wait_s)
+                for cpu, rip in re.findall(r"CPU#(\d+).*?RIP=([0-9a-f]+)", text, flags=re.S):
+                    places.append(f"sample {n + 1}, vCPU {cpu}: RIP {rip} {_symbolize(int(rip, 16), symbols)}")
+    except OSError:
+        pass
+    return "\n".join(places)
+
+
+def _monitor_command(sock: socket.socket, command: bytes, wait_s: float) -> str:
+    """Send COMMAND to QEMU's human monitor on SOCK; its answer, up to the next prompt."""
+    sock.sendall(command)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got = b"".join(chunks)
+        if b"CPU#" in got and got.rstrip().endswith(b"(qemu)"):
+            break
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _text_symbols(kallsyms: Path) -> list[tuple[int, str]]:
+    """(address, name) of the text symbols in KALLSYMS (/proc/kallsyms' format), sorted."""
+    out = []
+    try:
+        text = kallsyms.read_text(errors="replace")
+    except OSError:
+        return []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] in ("t", "T"):
+            out.append((int(parts[0], 16), parts[2]))
+    return sorted(out)
+
+
+def _symbolize(addr: int, symbols: list[tuple[int, str]]) -> str:
+    """NAME+0xOFFSET of ADDR in SYMBOLS, "(user space)" below the kernel's half, else "?"."""
+    if addr < 1 << 63:
+        return "(user space)"
+    i = bisect.bisect_right(symbols, (addr, "\uffff")) - 1
+    if i < 0:
+        return "?"
+    base, name = symbols[i]
+    return f"{name}+{addr - base:#x}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -245,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stdout,  # live, as the guest writes it
     )
     if res.returncode in (TIMEOUT_RC, NO_STATUS_RC):
-        sys.stdout.write(res.output[res.output.rfind("\n[guest.py:") :])
+        sys.stdout.write(res.output[res.output.find("\n[guest.py:") :])
     print(f"guest.py: {kernel.release}: exit {res.returncode} in {res.seconds:.1f} s", file=sys.stderr)
     return res.returncode
 

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 import pytest
-from matrix_guest import Scenarios, Tracer, error_line, exit_text, judge
+from matrix_guest import BANNERS, REPO, Scenarios, Tracer, error_line, exit_text, judge
 
 
 def _tracer(got_ops: int, lost: int, skipped: dict[str, int], mode: str = "record") -> Tracer:
@@ -122,3 +122,13 @@ def test_a_traceback_outranks_the_banner() -> None:
     assert error_line("mysqlio: recording pid 7 (x)\nmysqlio: cannot write t: Permission denied\n") == (
         "mysqlio: cannot write t: Permission denied"
     )
+
+
+@pytest.mark.parametrize("mode", sorted(BANNERS))
+def test_no_tracer_s_banner_is_its_error(mode: str) -> None:
+    """Each tracer's attach banner (the strings tracer/ prints) is passed over for the line
+    before it, whichever tracer printed it."""
+    banner = f"{BANNERS[mode]}7 (x), Ctrl-C to stop"
+    assert error_line(f"mysqlio: no BTF\n{banner}\n") == "mysqlio: no BTF"
+    tracer_src = {"top": "top.py", "record": "record.py", "exporter": "exporter.py"}[mode]
+    assert BANNERS[mode] + "{pid}" in (REPO / "tracer" / tracer_src).read_text()

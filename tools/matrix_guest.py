@@ -110,8 +110,9 @@ TOP_INTERVAL_S = 1.0
 LOAD_TIMEOUT_S = 900.0  # loading a probe under emulation on a busy host: minutes
 RUN_TIMEOUT_S = 600.0
 MAX_ISSUES = 4
-# what record and the exporter print once attached: it says they ran, not why they stopped
-BANNER = re.compile(r"mysqlio: (recording|exporting) pid ")
+# what each tracer prints on stderr once attached (tracer/top.py, record.py, exporter.py):
+# it says the tracer ran, not why it stopped
+BANNERS = {"top": "mysqlio: tracing pid ", "record": "mysqlio: recording pid ", "exporter": "mysqlio: exporting pid "}
 
 
 def log(msg: str) -> None:
@@ -337,7 +338,7 @@ def error_line(stderr: str) -> str | None:
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     if any(line.startswith("Traceback ") for line in lines):
         return lines[-1]
-    said = [line for line in lines if line.startswith("mysqlio:") and not BANNER.match(line)]
+    said = [line for line in lines if line.startswith("mysqlio:") and not line.startswith(tuple(BANNERS.values()))]
     return (said or lines or [None])[-1]
 
 
@@ -380,9 +381,9 @@ def wait_attached(t: Tracer, pid: int) -> None:
     if t.mode == "top":
         ok = lambda: any(line.startswith("{") for line in t.out)  # noqa: E731
     elif t.mode == "record":
-        ok = lambda: any(line.startswith("mysqlio: recording pid") for line in t.err)  # noqa: E731
+        ok = lambda: any(line.startswith(f"{BANNERS['record']}{pid} ") for line in t.err)  # noqa: E731
     else:
-        ok = lambda: any(line.startswith(f"mysqlio: exporting pid {pid} ") for line in t.err)  # noqa: E731
+        ok = lambda: any(line.startswith(f"{BANNERS['exporter']}{pid} ") for line in t.err)  # noqa: E731
     if t.wait_for(ok, LOAD_TIMEOUT_S):
         t.load_seconds = time.monotonic() - t.t0
         t.status = "ran"

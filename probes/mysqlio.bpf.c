@@ -233,12 +233,16 @@ struct {
 	.values = { &stats_a },
 };
 
-/* latency histograms per (file, op, api), swapped like the stats maps;
- * not preallocated: a row is 1 KiB and most intervals use few */
+/* latency histograms per (file, op, api), swapped like the stats maps.
+ * Preallocated (2 x 4,096 rows of 1 KiB), though most intervals use few:
+ * before Linux 6.1 (bpf_mem_alloc) a tracing program that allocates a hash
+ * row at run time may recurse into the allocator, and loading one makes the
+ * verifier WARN ("trace type BPF program uses run-time allocation": a stack
+ * trace in dmesg, a panic where panic_on_warn is set). Seen on Debian 11's
+ * 5.10.0-32 in the kernel matrix. */
 struct lat_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_LAT_ROWS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct lat_key);
 	__type(value, struct lat_hist);
 } lat_a SEC(".maps"), lat_b SEC(".maps");

@@ -5,9 +5,11 @@ For each of Debian 11's 5.10, Debian 12's 6.1, Debian 13's 6.12 and sid's newest
 minute), one guest is booted (tools/guest.py: virtme-ng, TCG) and runs
 tools/matrix_guest.py: every iogen scenario the kernel can run, traced by `mysqlio top`,
 `record` + `report` and `exporter` at once, judged against iogen's own ground truth. Every
-(mode, scenario) cell must be "exact". The host's own kernel gets the same script, run
-directly. Raw results go to build/matrix/RELEASE.json (and the guest's output to
-RELEASE.log); `python3 tools/compat_table.py` turns them into docs/compatibility.md.
+(mode, scenario) cell must be "exact", and the guest's console must carry no kernel report
+(a WARNING, BUG, lockup or stall: tools/guest.py's first_kernel_report). The host's own kernel
+gets the same script, run directly. Raw results go to build/matrix/RELEASE.json (the guest's
+output to RELEASE.log, its console to RELEASE.console); `python3 tools/compat_table.py` turns
+them into docs/compatibility.md.
 
 Never skipped: without root, the BPF object, iogen, qemu or the registry, these fail.
 One kernel: `.venv/bin/pytest -v tests/test_kernel_matrix.py -k 6.1` (-s shows the guest live).
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from compat_table import known_limits
-from guest import guest_failure_text, run_in_guest
+from guest import first_kernel_report, guest_failure_text, run_in_guest
 from kernels import ALIASES, KernelFetchError, ensure_kernel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,8 +120,14 @@ def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
         stream=sys.stderr,
     )
     (RESULTS / f"{kernel.release}.log").write_text(res.output)
+    (RESULTS / f"{kernel.release}.console").write_text(res.vng_output)
     print(f"{alias} ({kernel.release}): fetched in {fetched:.0f} s, guest {res.seconds:.0f} s, exit {res.returncode}")
     assert fresh.exists(), f"the guest wrote no result (exit {res.returncode}):\n{guest_failure_text(res.output)}"
+    # A kernel that warns while the tracers load or run is harmed, exact or not: a WARNING
+    # taints it and panics one booted with panic_on_warn (5.10's verifier warned of run-time
+    # allocation in a tracing program until the latency maps were preallocated).
+    report = first_kernel_report(res.vng_output)
+    assert not report, f"{kernel.release}: the kernel reported a problem on its console:\n{report}"
     result = _replace_result(out, fresh, guest_seconds=round(res.seconds, 1))
     assert result["kernel"]["release"] == kernel.release
     bad = not_exact(result)

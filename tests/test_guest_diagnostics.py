@@ -37,6 +37,21 @@ def test_later_reports_counted_when_cut() -> None:
     )
 
 
+def test_a_warning_keeps_its_message() -> None:
+    """A WARN prints its message between "cut here" and "WARNING:" (5.10's verifier did, on
+    a tracing program with run-time allocated hash maps)."""
+    console = (
+        "[   72.121158] EXT4-fs (loop0): mounted filesystem with ordered data mode. Opts: (null)\n"
+        "[  129.531341] ------------[ cut here ]------------\n"
+        "[  129.531495] trace type BPF program uses run-time allocation\n"
+        "[  129.531978] WARNING: CPU: 1 PID: 118 at kernel/bpf/verifier.c:10493 bpf_check+0x2f92/0x3470\n"
+        "[  129.536716] RIP: 0010:bpf_check+0x2f92/0x3470\n"
+    )
+    lines = first_kernel_report(console).splitlines()
+    assert lines[1].endswith("trace type BPF program uses run-time allocation")
+    assert lines[0].endswith("[ cut here ]------------") and len(lines) == 4
+
+
 def test_no_report_on_a_quiet_console() -> None:
     assert first_kernel_report(CONSOLE.splitlines()[0] + "\n") == ""
 

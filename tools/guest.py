@@ -261,7 +261,9 @@ def first_kernel_report(console: str, max_lines: int = 120) -> str:
     starts = [i for i, line in enumerate(lines) if _REPORT.search(line)]
     if not starts:
         return ""
-    first = lines[starts[0] : starts[0] + max_lines]
+    # a WARN's own message comes before its "WARNING:" line, after "[ cut here ]"
+    head = next((i for i in range(starts[0] - 1, max(starts[0] - 4, -1), -1) if "[ cut here ]" in lines[i]), starts[0])
+    first = lines[head : starts[0] + max_lines]
     later = [lines[i].strip() for i in starts[1:] if i >= starts[0] + max_lines]
     if later:
         first.append(f"[... {len(later)} more such lines after these; the last: {later[-1]}]")

@@ -106,13 +106,17 @@ def test_prometheus_queries_equal_ground_truth(bpf_ready: None, iogen: Path) -> 
                 bulk.start()
                 expected = read_json_line(gen.stdout, 180, "iogen latency run")
                 train = f'mysqlio_burst_train_period_seconds{{instance="{db_at}"}}'
+                # A file's series starts at its first scrape with what it had read by then, so
+                # its rate needs reads in two later scrapes: CI saw the train come so soon that
+                # the busiest-files read panel (rate > 0) had no point yet.
+                file_reads = f'rate(mysqlio_file_read_bytes_total{{instance="{db_at}"}}[{RATE_INTERVAL}]) > 0'
 
-                def train_seen() -> bool:
+                def train_and_file_reads_seen() -> bool:
                     # meanwhile, scans of the MyISAM table: reads through the OS, in every scrape
                     db.sql(f"SELECT SUM(CRC32(pad)) FROM {bulk.schema}.{bulk.table}")
-                    return bool(prom.query(train))
+                    return bool(prom.query(train)) and bool(prom.query(file_reads))
 
-                wait_for("the event's train in Prometheus", train_seen, timeout_s=120)
+                wait_for("the event's train and a file's read rate in Prometheus", train_and_file_reads_seen, 120)
                 bulk.stop()
                 db.wait_clean()
                 pfs_after = db.file_io_summary()

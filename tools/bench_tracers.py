@@ -135,12 +135,22 @@ def bpftrace_script(pid: int) -> str:
     )
 
 
+PF_IO_WORKER = 0x10  # include/linux/sched.h: an io_uring worker thread (5.12)
+
+
 def tracer_pids(pid: int) -> list[int]:
-    """The TracerPid of each thread of `pid` (0: not traced); [] once it is gone."""
+    """The TracerPid of each thread of `pid` (0: not traced), io_uring's workers left out;
+    [] once it is gone. The workers (iou-wrk-*, threads the kernel starts in the server for
+    requests it cannot complete inline) are not clones: one started after `strace -f`
+    attached is not traced (seen on 6.18), and under load they come and go, so waiting
+    for them can time pt-ioprofile's start out (the likely cause of a .ci/run's smoke failure)."""
     found = []
     with contextlib.suppress(FileNotFoundError):
         for task in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                flags = int(Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[6])
+                if flags & PF_IO_WORKER:
+                    continue
                 status = Path(f"/proc/{pid}/task/{task}/status").read_text()
                 found.append(int(status.split("TracerPid:", 1)[1].split()[0]))
     return found

@@ -138,6 +138,11 @@ def bpftrace_script(pid: int) -> str:
 PF_IO_WORKER = 0x10  # include/linux/sched.h: an io_uring worker thread (5.12)
 
 
+def stat_fields(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command name: [0] state, [2] pgrp, [6] flags."""
+    return Path(path).read_text().rsplit(")", 1)[1].split()
+
+
 def tracer_pids(pid: int) -> list[int]:
     """The TracerPid of each thread of `pid` (0: not traced), io_uring's workers left out;
     [] once it is gone. The workers (iou-wrk-*, threads the kernel starts in the server for
@@ -148,7 +153,7 @@ def tracer_pids(pid: int) -> list[int]:
     with contextlib.suppress(FileNotFoundError):
         for task in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(OSError, IndexError, ValueError):
-                flags = int(Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[6])
+                flags = int(stat_fields(f"/proc/{pid}/task/{task}/stat")[6])
                 if flags & PF_IO_WORKER:
                     continue
                 status = Path(f"/proc/{pid}/task/{task}/status").read_text()
@@ -161,7 +166,7 @@ def group_alive(pgid: int) -> list[int]:
     alive = []
     for entry in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError, IndexError):
-            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = stat_fields(f"/proc/{entry}/stat")
             if int(fields[2]) == pgid and fields[0] != "Z":
                 alive.append(int(entry))
     return alive

@@ -106,6 +106,12 @@ const volatile bool targ_task_storage = true; /* bpf_task_storage_get in tracing
  * the registers saved at entry (x86-64 keeps them there; arm64 keeps the
  * first in orig_x0), so no enter program is needed unless requests are timed */
 const volatile bool targ_args_at_exit = false;
+/* the stats table (struct stats_cell) for the cas programs: set where the
+ * kernel has BPF compare-and-swap (5.12), with which a program claims a cell */
+const volatile bool targ_stats_cells = false;
+/* the cells used, less one: STATS_CELLS - 1, or fewer (a power of two, less
+ * one) for a test of the overflow into the hash maps */
+const volatile __u32 targ_cells_mask = STATS_CELLS - 1;
 /* which argument of the io_uring tracepoints is the request (it moved) */
 const volatile __u32 targ_uring_submit_req_arg = 0;
 const volatile __u32 targ_uring_complete_req_arg = 1;
@@ -231,6 +237,30 @@ struct {
 	__array(values, struct stats_map);
 } stats_slot SEC(".maps") = {
 	.values = { &stats_a },
+};
+
+/* The stats table: the rows of the cas programs (targ_stats_cells), in
+ * open-addressed cells of one cache line each, found by a hash of the key
+ * (cell_row). A row of the hash maps above costs two to three cold cache lines
+ * per request (a bucket, then an element of 96 bytes whose key and counts
+ * straddle lines): their lookup was a third of top's in-kernel time on 6.18
+ * (perf, issue 19). Rows whose cells are all taken go to the hash maps.
+ * Swapped like them; userspace reads the full one through mmap and zeroes it. */
+struct stats_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STATS_CELLS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct stats_cell);
+} cells_a SEC(".maps"), cells_b SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct stats_table);
+} cells_slot SEC(".maps") = {
+	.values = { &cells_a },
 };
 
 /* latency histograms per (file, op, api), swapped like the stats maps.
@@ -667,22 +697,109 @@ static const struct file_op_stats zero_stats = {};
 
 static __always_inline bool remember_server_file(__u32 dev, __u64 ino);
 
-/* Add one request's outcome to its file's row in the active stats map, for
+/* A cell's first three words are its key (struct file_op_key), its next three
+ * its counts (struct file_op_stats): the layout compared word by word below. */
+_Static_assert(sizeof(struct file_op_key) == 24 && sizeof(struct file_op_stats) == 24, "cell layout");
+_Static_assert(__builtin_offsetof(struct stats_cell, bytes) == 24 && sizeof(struct stats_cell) == 64,
+	       "cell layout");
+
+/* the first cell tried for a key: a multiplicative hash of its three words
+ * (the key's padding is zero: every key is built from = {}) */
+static __always_inline __u32 cell_hash(const __u64 *w)
+{
+	__u64 h;
+
+	h = w[0] * 0x9E3779B97F4A7C15ULL;
+	h ^= w[1] * 0xC2B2AE3D27D4EB4FULL;
+	h ^= w[2] * 0x165667B19E3779F9ULL;
+	return (__u32)(h >> 32);
+}
+
+/* The counts of key in the stats table, found or claimed (*created) among
+ * STATS_CELL_PROBES cells from its hash; NULL: all taken. A cell is claimed
+ * by compare-and-swap (FREE -> BUSY), filled, then published (-> READY); a
+ * reader skips a BUSY cell, so two CPUs making the same row at once may
+ * make it twice: userspace adds rows of one key together. */
+static __always_inline struct file_op_stats *cell_row(void *table, const struct file_op_key *key, bool *created)
+{
+	const __u64 *want = (const __u64 *)key;
+	struct stats_cell *cell;
+	__u32 first = cell_hash(want), i, idx;
+	__u64 state;
+	__u64 *have;
+
+	for (i = 0; i < STATS_CELL_PROBES; i++) {
+		idx = (first + i) & targ_cells_mask;
+		cell = bpf_map_lookup_elem(table, &idx);
+		if (!cell)
+			return NULL;
+		have = (__u64 *)cell;
+		state = *(volatile __u64 *)&cell->state;
+		if (state == MIO_CELL_READY) {
+			if (have[0] == want[0] && have[1] == want[1] && have[2] == want[2])
+				return (struct file_op_stats *)&cell->bytes;
+			continue;
+		}
+		if (state != MIO_CELL_FREE ||
+		    __sync_val_compare_and_swap(&cell->state, MIO_CELL_FREE, MIO_CELL_BUSY) != MIO_CELL_FREE)
+			continue;
+		have[0] = want[0];
+		have[1] = want[1];
+		have[2] = want[2];
+		/* a full barrier: the key is written before the cell is READY */
+		__sync_val_compare_and_swap(&cell->state, MIO_CELL_BUSY, MIO_CELL_READY);
+		*created = true;
+		return (struct file_op_stats *)&cell->bytes;
+	}
+	return NULL;
+}
+
+/* The counts of key in the active stats maps (*created: a new row), or NULL
+ * when they are full (counted). cas: the stats table may be used. */
+static __always_inline struct file_op_stats *stats_row(const struct file_op_key *key, bool *created, const bool cas)
+{
+	struct file_op_stats *stats;
+	__u32 zero = 0;
+	void *active;
+
+	if (cas && targ_stats_cells) {
+		active = bpf_map_lookup_elem(&cells_slot, &zero);
+		if (!active)
+			return NULL;
+		stats = cell_row(active, key, created);
+		if (stats)
+			return stats;
+	}
+	active = bpf_map_lookup_elem(&stats_slot, &zero);
+	if (!active)
+		return NULL;
+	stats = bpf_map_lookup_elem(active, key);
+	if (stats)
+		return stats;
+	/* -EEXIST here only means another CPU created the row first */
+	bpf_map_update_elem(active, key, &zero_stats, BPF_NOEXIST);
+	stats = bpf_map_lookup_elem(active, key);
+	if (!stats) {
+		__sync_fetch_and_add(&drops.stats_full, 1);
+		return NULL;
+	}
+	*created = true;
+	return stats;
+}
+
+/* Add one request's outcome to its file's row in the active stats maps, for
  * thread tid (the current one, except for an io_uring completion matched to
  * its submission on a kernel whose completion names no request). */
-static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid)
+static __always_inline void account_in(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid,
+				       const bool cas)
 {
 	struct file_op_key key = {};
 	struct file_op_stats *stats;
 	struct thread_name thread;
 	struct file_id id = {};
-	__u32 zero = 0;
-	void *active;
+	bool created = false;
 
 	if (!file)
-		return;
-	active = bpf_map_lookup_elem(&stats_slot, &zero);
-	if (!active)
 		return;
 	key.ino = file->ino;
 	key.dev = file->dev;
@@ -691,15 +808,10 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 	key.api = api;
 	key.region = file->region;
 
-	stats = bpf_map_lookup_elem(active, &key);
-	if (!stats) {
-		/* -EEXIST here only means another CPU created the row first */
-		bpf_map_update_elem(active, &key, &zero_stats, BPF_NOEXIST);
-		stats = bpf_map_lookup_elem(active, &key);
-		if (!stats) {
-			__sync_fetch_and_add(&drops.stats_full, 1);
-			return;
-		}
+	stats = stats_row(&key, &created, cas);
+	if (!stats)
+		return;
+	if (created) {
 		id.ino = key.ino;
 		id.dev = key.dev;
 		/* its pages written back later, by anyone, are the server's */
@@ -721,6 +833,21 @@ static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, _
 	if (op == MIO_WRITE || op == MIO_READ)
 		__sync_fetch_and_add(&stats->bytes, ret);
 }
+
+/* Two copies: a program of a kernel without BPF compare-and-swap must not
+ * hold the instruction at all (the *_nocas programs, the global functions) */
+static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid)
+{
+	account_in(file, op, api, ret, tid, false);
+}
+
+static __noinline void account_cas(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid)
+{
+	account_in(file, op, api, ret, tid, true);
+}
+
+/* cas is a constant at every call site: only one of the two is compiled in */
+#define ACCOUNT(cas, ...) ((cas) ? account_cas(__VA_ARGS__) : account(__VA_ARGS__))
 
 /* record: one event into the ring buffer; no wakeup, userspace polls. `now`
  * is the completion's time, read once by the caller for the latency histogram
@@ -1482,7 +1609,7 @@ static __always_inline int account_call(struct inflight *call, long ret, const b
 	 * server's claim on its pages, the thread's name), done when the file
 	 * became the thread's last one. Measured in issue 19 (tools/ab_objects.py). */
 	if (!(targ_record && same))
-		account(&file, call->op, MIO_API_SYSCALL, ret, current_tid());
+		ACCOUNT(cas, &file, call->op, MIO_API_SYSCALL, ret, current_tid());
 	/* not timed: record still emits it, its latency unknown */
 	if (!ts_ns && !targ_record)
 		return 0;
@@ -1520,7 +1647,7 @@ static __always_inline int on_sys_exit_entered(long ret, const bool cas)
  * (tools/ab_objects.py, issue 19), the task storage lookup cost more than
  * the thread's last-file cache it holds saves (x 0.94 per request). */
 static __always_inline int account_untimed(struct syscall_args *a, long ret, struct pt_regs *regs,
-					   const bool cast)
+					   const bool cas, const bool cast)
 {
 	struct file_ref file;
 	struct file *f;
@@ -1537,7 +1664,7 @@ static __always_inline int account_untimed(struct syscall_args *a, long ret, str
 		return 0;
 	offset = syscall_offset_arg(a, &at_pos);
 	request_region(&file, op, at_pos, offset, ret, cast);
-	account(&file, op, MIO_API_SYSCALL, ret, current_tid());
+	ACCOUNT(cas, &file, op, MIO_API_SYSCALL, ret, current_tid());
 	return 0;
 }
 
@@ -1556,7 +1683,7 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	 * no pending iocb); io_submit and msync (whose enter program found its
 	 * file) use the slot */
 	if (!requests_timed() && a.nr != NR_msync && a.nr != NR_io_submit)
-		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents ? 0 : account_untimed(&a, ret, regs, cast);
+		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents ? 0 : account_untimed(&a, ret, regs, cas, cast);
 	/* the slot also holds the thread's last file: created at its first exit */
 	call = inflight_slot();
 	if (!call) {
@@ -1824,7 +1951,7 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 	file.dev = pending->dev;
 	file.region = pending->op <= MIO_READ ? region_at(region_file(file.dev, file.ino), pending->offset)
 					      : MIO_REGION_NONE;
-	account(&file, pending->op, MIO_API_IO_URING, res, pending->tid);
+	ACCOUNT(cas, &file, pending->op, MIO_API_IO_URING, res, pending->tid);
 	now = bpf_ktime_get_ns();
 	if (res >= 0)
 		RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_IO_URING,
@@ -1860,7 +1987,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	/* the offset is the submission's (ki_pos has moved on by now) */
 	file.region = pending && op <= MIO_READ ? region_at(region_file(file.dev, file.ino), pending->offset)
 						: MIO_REGION_NONE;
-	account(&file, op, MIO_API_IO_URING, res, current_tid());
+	ACCOUNT(cas, &file, op, MIO_API_IO_URING, res, current_tid());
 	if (!pending) {
 		/* submitted before attach, or no submission tracepoint on this
 		 * kernel: everything but the latency and offset is known here */

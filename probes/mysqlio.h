@@ -9,6 +9,8 @@
 #define __MYSQLIO_H
 
 #define MAX_FILE_OPS 16384 /* (file, op, api) rows per interval */
+#define STATS_CELLS 16384  /* cells of the stats table per interval (a power of two) */
+#define STATS_CELL_PROBES 8 /* cells tried per row before the overflow hash map */
 #define MAX_NAMES 16384    /* files whose dentry path is remembered */
 #define MAX_THREADS 16384  /* thread names remembered */
 #define COMM_LEN 16
@@ -116,6 +118,33 @@ struct file_op_key {
 	__u8 by;   /* MIO_WRITEBACK rows: enum mio_by; else 0 */
 	__u8 region; /* enum mio_region: reads and writes of a region file; else 0 */
 	__u32 pad2;
+};
+
+/* A cell of the stats table (struct stats_cell): free, being claimed by a
+ * program (its key is being written), or holding a row. */
+enum mio_cell {
+	MIO_CELL_FREE = 0,
+	MIO_CELL_BUSY = 1,
+	MIO_CELL_READY = 2,
+};
+
+/* One row of the stats table, in one cache line: a struct file_op_key, then
+ * a struct file_op_stats (the same fields, flattened for the generator),
+ * then its state (enum mio_cell). */
+struct stats_cell {
+	__u64 ino;
+	__u32 dev;
+	__u32 tid;
+	__u8 op;
+	__u8 api;
+	__u8 by;
+	__u8 region;
+	__u32 key_pad;
+	__u64 bytes;
+	__u64 ops;
+	__u64 errors;
+	__u64 state; /* 64 bits: BPF's 32-bit atomics need -mcpu=v3 */
+	__u64 pad;
 };
 
 struct thread_name {

@@ -10,6 +10,8 @@ import enum
 from typing import Any
 
 MAX_FILE_OPS = 16384
+STATS_CELLS = 16384
+STATS_CELL_PROBES = 8
 MAX_NAMES = 16384
 MAX_THREADS = 16384
 COMM_LEN = 16
@@ -90,6 +92,12 @@ class Region(enum.IntEnum):
     DICTIONARY = 5
 
 
+class Cell(enum.IntEnum):
+    FREE = 0
+    BUSY = 1
+    READY = 2
+
+
 class Struct(ctypes.Structure):
     """A struct of the header, with its fields by name."""
 
@@ -122,6 +130,26 @@ class FileOpKey(Struct):
         ("by", ctypes.c_uint8),
         ("region", ctypes.c_uint8),
         ("pad2", ctypes.c_uint32),
+    ]
+
+
+class StatsCell(Struct):
+    """struct stats_cell"""
+
+    _fields_ = [
+        ("ino", ctypes.c_uint64),
+        ("dev", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+        ("op", ctypes.c_uint8),
+        ("api", ctypes.c_uint8),
+        ("by", ctypes.c_uint8),
+        ("region", ctypes.c_uint8),
+        ("key_pad", ctypes.c_uint32),
+        ("bytes", ctypes.c_uint64),
+        ("ops", ctypes.c_uint64),
+        ("errors", ctypes.c_uint64),
+        ("state", ctypes.c_uint64),
+        ("pad", ctypes.c_uint64),
     ]
 
 
@@ -264,6 +292,7 @@ class DropCounters(Struct):
 STRUCTS: dict[str, type[Struct]] = {
     "region_table": RegionTable,
     "file_op_key": FileOpKey,
+    "stats_cell": StatsCell,
     "thread_name": ThreadName,
     "file_op_stats": FileOpStats,
     "file_id": FileId,

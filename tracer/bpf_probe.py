@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from . import abi, abi_check, kernel_features, syscall_hook
+from . import abi, abi_check, kernel_features, stats_cells, syscall_hook
 from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
@@ -59,6 +59,18 @@ def bpf_object_path() -> str:
     return os.environ.get("MYSQLIO_BPF_OBJECT", str(DEFAULT_OBJECT))
 
 
+# cells of the stats table the programs use: all, or fewer to test its overflow
+STATS_CELLS_ENV = "MYSQLIO_STATS_CELLS"
+
+
+def stats_cells_used() -> int:
+    text = os.environ.get(STATS_CELLS_ENV, str(abi.STATS_CELLS))
+    used = int(text) if text.isdigit() else 0
+    if not 0 < used <= abi.STATS_CELLS or used & (used - 1):
+        raise BpfError(f"{STATS_CELLS_ENV}={text}: give a power of two from 1 to {abi.STATS_CELLS}")
+    return used
+
+
 class BpfProbe:
     """Attach the probes to one process and read what it did, interval by interval."""
 
@@ -90,6 +102,7 @@ class BpfProbe:
             self._obj.close()
             raise
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
+        self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(stats_cells_used() - 1))
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
             self._obj.set_max_entries("events", record_ring_bytes)
@@ -110,6 +123,13 @@ class BpfProbe:
             self._obj.close()
             raise
         self._stats = _SwappedMaps(self._obj, "stats")
+        # the stats table, where the cas programs use it (see _adapt)
+        self._cells = _SwappedMaps(self._obj, "cells") if self.features.atomics else None
+        self._cell_tables = (
+            {name: stats_cells.StatsCells(self._obj.map(name)) for name in ("cells_a", "cells_b")}
+            if self._cells
+            else {}
+        )
         self._latency = _SwappedMaps(self._obj, "lat")
         self._pending = [self._obj.map("aio_pending"), self._obj.map("uring_pending")]
         self._aged_out = 0
@@ -177,6 +197,8 @@ class BpfProbe:
             obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)  # referenced, never used in top mode
             obj.set_key_size("events", 4)
             obj.set_value_size("events", 8)
+        # rows in the stats table: its cells are claimed by compare-and-swap
+        obj.set_rodata("targ_stats_cells", ctypes.c_bool(features.atomics))
         for name in CAS_PROGRAMS:  # the twins this kernel does not load
             twins = (name, name + NOCAS_SUFFIX) + ((name + CAST_SUFFIX,) if name in CAST_PROGRAMS else ())
             for twin in twins:
@@ -236,6 +258,7 @@ class BpfProbe:
         """Fail loudly if probes/mysqlio.h and abi.py disagree."""
         expected = {
             "stats_a": (abi.FileOpKey, abi.FileOpStats),
+            "cells_a": (ctypes.c_uint32, abi.StatsCell),
             "names": (abi.FileId, abi.FileName),
             "threads": (ctypes.c_uint32, abi.ThreadName),
             "lat_a": (abi.LatKey, abi.LatHist),
@@ -263,8 +286,9 @@ class BpfProbe:
 
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain."""
-        full = self._stats.swap()
-        return [_op_count(k, v) for k, v in full.drain(abi.FileOpKey, abi.FileOpStats)]
+        rows = self._cell_tables[self._cells.swap().name].take() if self._cells else stats_cells.CELL_ROWS_NONE
+        more = self._stats.swap().drain(abi.FileOpKey, abi.FileOpStats)
+        return [_op_count(key, counts) for key, counts in stats_cells.merged(rows, more).items()]
 
     def drain_latency(self) -> list[LatencyRow]:
         """Latency histograms of the requests completed since the previous call;
@@ -345,6 +369,8 @@ class BpfProbe:
         self._names.delete(_file_key(file))
 
     def close(self) -> None:
+        for table in getattr(self, "_cell_tables", {}).values():
+            table.close()
         self._obj.close()
 
     def __enter__(self) -> BpfProbe:
@@ -403,17 +429,19 @@ def _latency_row(key: abi.LatKey, value: abi.LatHist) -> LatencyRow:
     )
 
 
-def _op_count(key: abi.FileOpKey, value: abi.FileOpStats) -> OpCount:
+def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
+    """A row of stats_cells.merged: its key (stats_cells.KEY_FIELDS), its counts."""
+    ino, dev, tid, op, api, by, region = key
     return OpCount(
-        file=FileIdentity.from_kernel(key.dev, key.ino),
-        tid=key.tid,
-        op=abi.Op(key.op),
-        api=abi.Api(key.api),
-        bytes=value.bytes,
-        ops=value.ops,
-        errors=value.errors,
-        by=abi.By(key.by),
-        region=abi.Region(key.region),
+        file=FileIdentity.from_kernel(dev, ino),
+        tid=tid,
+        op=abi.Op(op),
+        api=abi.Api(api),
+        bytes=counts[0],
+        ops=counts[1],
+        errors=counts[2],
+        by=abi.By(by),
+        region=abi.Region(region),
     )
 
 

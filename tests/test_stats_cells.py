@@ -1,0 +1,57 @@
+"""The stats table's rows (tracer/stats_cells.py): one row per key, whatever held it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mysqlio import abi, bpf_probe, stats_cells
+from mysqlio.errors import BpfError
+
+
+def cell_rows(*rows: tuple[int, ...]) -> np.ndarray:
+    """Cells of (ino, dev, tid, op, bytes, ops, errors), all READY."""
+    out = np.zeros(len(rows), dtype=stats_cells.CELL)
+    for i, (ino, dev, tid, op, nbytes, ops, errors) in enumerate(rows):
+        for field, value in zip(
+            ("ino", "dev", "tid", "op", "bytes", "ops", "errors"), (ino, dev, tid, op, nbytes, ops, errors), strict=True
+        ):
+            out[field][i] = value
+        out["state"][i] = abi.Cell.READY
+    return out
+
+
+def hash_row(ino: int, dev: int, tid: int, op: int, nbytes: int, ops: int) -> tuple[abi.FileOpKey, abi.FileOpStats]:
+    return abi.FileOpKey(ino=ino, dev=dev, tid=tid, op=op), abi.FileOpStats(bytes=nbytes, ops=ops)
+
+
+def test_rows_of_one_key_are_added_up() -> None:
+    """Two cells of one key (two CPUs made the row at once) and its overflow row
+    in the hash map are one row; other keys stay apart."""
+    write, read = int(abi.Op.WRITE), int(abi.Op.READ)
+    rows = cell_rows((7, 1, 100, write, 4096, 1, 0), (7, 1, 100, write, 8192, 2, 1), (7, 1, 101, write, 512, 1, 0))
+    more = [hash_row(7, 1, 100, write, 16384, 1), hash_row(7, 1, 100, read, 100, 1)]
+    got = stats_cells.merged(rows, more)
+    assert got == {
+        (7, 1, 100, write, 0, 0, 0): [4096 + 8192 + 16384, 4, 1],
+        (7, 1, 101, write, 0, 0, 0): [512, 1, 0],
+        (7, 1, 100, read, 0, 0, 0): [100, 1, 0],
+    }
+
+
+def test_no_rows() -> None:
+    assert stats_cells.merged(stats_cells.CELL_ROWS_NONE, []) == {}
+
+
+@pytest.mark.parametrize("value", ["0", "3", "32768", "-4", "many"])
+def test_cells_in_use_must_be_a_power_of_two_in_the_table(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(bpf_probe.STATS_CELLS_ENV, value)
+    with pytest.raises(BpfError, match=f"^{bpf_probe.STATS_CELLS_ENV}=.*: give a power of two from 1 to 16384$"):
+        bpf_probe.stats_cells_used()
+
+
+def test_cells_in_use_default_to_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(bpf_probe.STATS_CELLS_ENV, raising=False)
+    assert bpf_probe.stats_cells_used() == abi.STATS_CELLS
+    monkeypatch.setenv(bpf_probe.STATS_CELLS_ENV, "4")
+    assert bpf_probe.stats_cells_used() == 4

@@ -1,0 +1,63 @@
+"""The stats table (probes/mysqlio.bpf.c, struct stats_cell): read and emptied through mmap.
+
+The cas programs keep their rows in an open-addressed BPF array of one cache line per
+row (a hash map row costs two to three cold lines per request; issue 19). Like the hash
+maps, two tables sit behind a one-slot map-in-map and are swapped at each drain: the
+full one, which no program writes any more, is read here from its shared mapping and
+its used cells are zeroed in place, without a syscall per row.
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+from . import abi
+from .libbpf import BpfMap
+
+CELL = np.dtype(abi.StatsCell)
+# a row's key, the fields of struct file_op_key
+KEY_FIELDS = ("ino", "dev", "tid", "op", "api", "by", "region")
+CELL_ROWS_NONE = np.zeros(0, dtype=CELL)  # a kernel without the table
+
+
+class StatsCells:
+    """The cells of one BPF_F_MMAPABLE array of struct stats_cell."""
+
+    def __init__(self, table: BpfMap) -> None:
+        size = table.max_entries * CELL.itemsize
+        self._map = mmap.mmap(table.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.cells = np.frombuffer(self._map, dtype=CELL)
+
+    def take(self) -> np.ndarray:
+        """The rows held (a copy), their cells freed. The table must be quiescent:
+        out of the slot since the kernel's RCU grace period."""
+        used = self.cells["state"] != abi.Cell.FREE
+        rows = self.cells[used & (self.cells["state"] == abi.Cell.READY)]
+        self.cells[used] = np.zeros(1, dtype=CELL)
+        return rows
+
+    def close(self) -> None:
+        del self.cells  # the mapping cannot close while a view holds it
+        self._map.close()
+
+
+def merged(rows: np.ndarray, more: list[tuple[abi.FileOpKey, abi.FileOpStats]]) -> dict[tuple[int, ...], list[int]]:
+    """Counts (bytes, ops, errors) by key, adding up the rows of one key: two CPUs
+    that make a row at once may each claim a cell for it, and a row whose cells are
+    taken goes to the overflow hash map (`more`)."""
+    out: dict[tuple[int, ...], list[int]] = {}
+    for row in rows.tolist():  # tuples in CELL's field order
+        cell = dict(zip(CELL.names, row, strict=True))
+        _add(out, tuple(cell[f] for f in KEY_FIELDS), cell["bytes"], cell["ops"], cell["errors"])
+    for key, value in more:
+        _add(out, tuple(getattr(key, f) for f in KEY_FIELDS), value.bytes, value.ops, value.errors)
+    return out
+
+
+def _add(out: dict[tuple[int, ...], list[int]], key: tuple[int, ...], nbytes: int, ops: int, errors: int) -> None:
+    counts = out.setdefault(key, [0, 0, 0])
+    counts[0] += nbytes
+    counts[1] += ops
+    counts[2] += errors

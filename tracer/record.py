@@ -35,8 +35,8 @@ POLL_S = 0.05
 FLUSH_S = 0.5
 PROGRESS_S = 1.0
 # The probes' per-interval counts (top's) are drained unread, only so that they never
-# fill: every COUNTS_DRAIN_S, not at each flush. Each drain swaps two map-in-map slots
-# (an RCU grace period each) and reads every row back: a fifth of record's py-spy samples
+# fill: every COUNTS_DRAIN_S, not at each flush. Each drain swaps the map-in-map slots
+# (an RCU grace period each: the stats table's, the hash maps', the latency maps') and reads every row back: a fifth of record's py-spy samples
 # on MariaDB 11.8 when done every FLUSH_S, mostly that wait (its CPU: x 0.98; issue 19).
 # Record makes a row only when a thread's file changes; MAX_FILE_OPS rows hold far more
 # than 5 s of those.

@@ -92,6 +92,7 @@ class BpfProbe:
         self.page_cache = page_cache
         self._ring_bytes = record_ring_bytes
         path = object_path or bpf_object_path()
+        cells_used = stats_cells_used()  # a bad value: one line, before anything is open
         self._obj = BpfObject(path)
         try:
             abi_check.check_object(path)  # a clear error before the map sizes' check
@@ -102,7 +103,7 @@ class BpfProbe:
             self._obj.close()
             raise
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
-        self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(stats_cells_used() - 1))
+        self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(cells_used - 1))
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
             self._obj.set_max_entries("events", record_ring_bytes)

@@ -20,6 +20,8 @@ CELL = np.dtype(abi.StatsCell)
 # a row's key, the fields of struct file_op_key
 KEY_FIELDS = ("ino", "dev", "tid", "op", "api", "by", "region")
 CELL_ROWS_NONE = np.zeros(0, dtype=CELL)  # a kernel without the table
+_KEY_AT = tuple(CELL.names.index(f) for f in KEY_FIELDS)
+_BYTES_AT, _OPS_AT, _ERRORS_AT = (CELL.names.index(f) for f in ("bytes", "ops", "errors"))
 
 
 class StatsCells:
@@ -49,8 +51,7 @@ def merged(rows: np.ndarray, more: list[tuple[abi.FileOpKey, abi.FileOpStats]]) 
     taken goes to the overflow hash map (`more`)."""
     out: dict[tuple[int, ...], list[int]] = {}
     for row in rows.tolist():  # tuples in CELL's field order
-        cell = dict(zip(CELL.names, row, strict=True))
-        _add(out, tuple(cell[f] for f in KEY_FIELDS), cell["bytes"], cell["ops"], cell["errors"])
+        _add(out, tuple(row[i] for i in _KEY_AT), row[_BYTES_AT], row[_OPS_AT], row[_ERRORS_AT])
     for key, value in more:
         _add(out, tuple(getattr(key, f) for f in KEY_FIELDS), value.bytes, value.ops, value.errors)
     return out

@@ -12,18 +12,24 @@ from pathlib import Path
 
 import pytest
 
+from mysqlio.bpf_probe import STATS_CELLS_ENV
 from mysqlio.devtools.traced import assert_one_line_error, read_json_line, start_top, without_tracefs_notice
 
 MYSQLIO = [sys.executable, "-m", "mysqlio"]
 
 
-def run_cli(*args: str, user: str | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, user: str | None = None, timeout: float = 30, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """mysqlio with args (as `user`; with `env` added to this environment)."""
     cmd = [*MYSQLIO, *args]
     if user is not None:
         setpriv = shutil.which("setpriv")
         assert setpriv, "setpriv (util-linux) is needed to drop root"
         cmd = [setpriv, f"--reuid={user}", f"--regid={user}", "--clear-groups", "--inh-caps=-all", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})}
+    )
 
 
 def _free_pid() -> int:
@@ -63,11 +69,17 @@ def test_not_root(tmp_path: Path) -> None:
 
 
 def test_missing_bpf_object(bpf_ready: None, tmp_path: Path) -> None:
-    env = {**os.environ, "MYSQLIO_BPF_OBJECT": str(tmp_path / "nothing.bpf.o")}
-    proc = subprocess.run(
-        [*MYSQLIO, "top", "-p", str(os.getpid()), "-n", "1"], capture_output=True, text=True, env=env, check=False
+    proc = run_cli(
+        "top", "-p", str(os.getpid()), "-n", "1", env={"MYSQLIO_BPF_OBJECT": str(tmp_path / "nothing.bpf.o")}
     )
     assert_one_line_error(proc, "make setup")
+
+
+@pytest.mark.bpf
+def test_bad_stats_cells_setting(bpf_ready: None) -> None:
+    """A wrong MYSQLIO_STATS_CELLS (the stats table's test knob) is refused in one line."""
+    proc = run_cli("top", "-p", str(os.getpid()), "-n", "1", env={STATS_CELLS_ENV: "3"})
+    assert_one_line_error(proc, f"{STATS_CELLS_ENV}=3: give a power of two")
 
 
 @pytest.mark.bpf

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from mysqlio import abi, bpf_probe, stats_cells
-from mysqlio.devtools.traced import assert_one_line_error
 from mysqlio.errors import BpfError
 
 
@@ -60,17 +55,3 @@ def test_cells_in_use_default_to_all(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bpf_probe.stats_cells_used() == abi.STATS_CELLS
     monkeypatch.setenv(bpf_probe.STATS_CELLS_ENV, "4")
     assert bpf_probe.stats_cells_used() == 4
-
-
-@pytest.mark.bpf
-def test_a_bad_cell_count_is_one_line(bpf_ready: None) -> None:
-    """top refuses a wrong MYSQLIO_STATS_CELLS in one line, no traceback."""
-    env = {**os.environ, bpf_probe.STATS_CELLS_ENV: "3"}
-    top = subprocess.run(
-        [sys.executable, "-m", "mysqlio", "top", "-p", str(os.getpid()), "--json", "-n", "1", "-i", "0.2"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert_one_line_error(top, f"{bpf_probe.STATS_CELLS_ENV}=3: give a power of two")

@@ -65,6 +65,8 @@ __all__ = ["Result", "Suite", "Tracer", "add_tps_results", "bpf_prog_stats", "in
 REPO = Path(__file__).resolve().parent.parent
 
 IOGEN = REPO / "tools" / "iogen"
+# how long a sysbench run may overrun its duration before the server is taken as stalled
+SYSBENCH_GRACE_S = 120
 
 
 @dataclass
@@ -320,22 +322,34 @@ def interleaved_tps(
     *,
     script: str = "oltp_write_only",
     cpu: dict[str, list[float]] | None = None,
+    before_run: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
     """sysbench's TPS under each tracer variant, `rounds` rounds, each round running every
     variant once in a new order (A/B interleaved: the machine's drift hits all alike).
-    `cpu`: for each variant it names, the tracer process's CPU over each run (% of a core)."""
+    `cpu`: for each variant it names, the tracer process's CPU over each run (% of a core).
+    `before_run`: called before each run (e.g. to keep the server's disk from filling)."""
     tps: dict[str, list[float]] = {v: [] for v in variants}
     order = list(variants)
     rng = random.Random(seed)
     for _ in range(rounds):
         rng.shuffle(order)
         for name in order:
+            if before_run:
+                before_run()
             tracer = Tracer(name, pid, tmp, run_s=run_s)
             tracer.start()
             try:
                 cpu0, t0 = tracer.cpu_seconds(), time.monotonic()
                 bench.start(run_s, script=script)
-                tps[name].append(_sysbench_tps(bench.wait(timeout_s=run_s + 120)))
+                try:
+                    output = bench.wait(timeout_s=run_s + SYSBENCH_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    bench.stop()
+                    raise RuntimeError(
+                        f"sysbench {script} under {name} did not finish {SYSBENCH_GRACE_S} s after its {run_s} s: "
+                        "the server stalled"
+                    ) from None
+                tps[name].append(_sysbench_tps(output))
                 if cpu is not None and name in cpu:
                     cpu[name].append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
             finally:
@@ -418,13 +432,15 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({model or cpu}), {mem:.0f} GiB, Linux {platform.release()}"
 
 
-def write_markdown(path: str, suite: Suite, command: str) -> None:
+def write_markdown(path: str, suite: Suite, command: str, failure: str = "") -> None:
+    """The table of suite's results; failure: why the run stopped early (its rows so far)."""
     header = ["scenario", "metric", "median", "min–max", "ratio to baseline", "note"]
     lines = [
         "# Benchmarks",
         "",
         f"Machine: {machine()}.  ",
         f"Command: `{command}`{' (smoke: one short pair of each; not representative)' if suite.smoke else ''}.",
+        *([f"**Incomplete**: the run stopped at {failure}; the rows below are those it had made."] if failure else []),
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -495,16 +511,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown scenario {', '.join(sorted(unknown))}")
     suite = Suite(smoke=args.smoke)
-    try:
-        print(f"estimated run time: about {estimate_s(chosen, args.smoke) / 60:.0f} min", flush=True)
-        for name in chosen:
-            print(f"== {name}", flush=True)
+    command = "make bench" if not args.smoke else "tools/bench.py --smoke"
+    print(f"estimated run time: about {estimate_s(chosen, args.smoke) / 60:.0f} min", flush=True)
+    for name in chosen:
+        print(f"== {name}", flush=True)
+        try:
             SCENARIOS[name](suite)
-    except (SetupError, ValueError) as e:  # a missing tool or root, a bad MYSQLIO_BENCH_* value
-        print(f"bench: {e}", file=sys.stderr, flush=True)
-        return 2
+        except (SetupError, ValueError) as e:  # a missing tool or root, a bad MYSQLIO_BENCH_* value
+            print(f"bench: {e}", file=sys.stderr, flush=True)
+            return 2
+        except Exception as e:  # a stalled server, a tool's failure: keep the rows already made
+            reason = f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            print(f"bench: stopped at {reason}", file=sys.stderr, flush=True)
+            if args.out and suite.results:
+                write_markdown(args.out, suite, command, failure=reason)
+            return 1
     if args.out:
-        write_markdown(args.out, suite, "make bench" if not args.smoke else "tools/bench.py --smoke")
+        write_markdown(args.out, suite, command)
     return 0
 
 

@@ -70,10 +70,4 @@ int floor_bio_queue(void *ctx)
 	return count_target();
 }
 
-SEC("tp_btf/block_rq_complete")
-int floor_rq_complete(void *ctx)
-{
-	return count_target();
-}
-
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

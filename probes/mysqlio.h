@@ -68,7 +68,7 @@ enum mio_by {
 
 /* Block devices: who a bio's bytes belong to, as the bio is queued. */
 enum mio_owner {
-	MIO_OWNER_DEVICE = 0,        /* the device's own view: completed requests */
+	MIO_OWNER_DEVICE = 0,        /* the device's own view: completed requests (userspace, from /sys) */
 	MIO_OWNER_SERVER_FILE = 1,   /* page cache of a file the traced server touched */
 	MIO_OWNER_SERVER_DIRECT = 2, /* the server's own I/O outside the page cache (O_DIRECT) */
 	MIO_OWNER_FS = 3,            /* filesystem journal and metadata (block device pages) */
@@ -174,7 +174,7 @@ struct dev_key {
 
 struct dev_stats {
 	__u64 bytes;
-	__u64 count; /* MIO_OWNER_DEVICE: requests completed; else bios queued */
+	__u64 count; /* bios queued */
 };
 
 /* Path components from the file up, as far as PATH_DEPTH allows;

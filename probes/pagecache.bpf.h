@@ -14,10 +14,10 @@
  * caused by the server's request in progress in that task (fsync, msync...)
  * or by the kernel flusher, whose reason writeback:writeback_start gives.
  *
- * Devices: block:block_rq_complete counts bytes and requests as the device
- * completed them (after merging), the reference /sys/block/X/stat agrees with;
- * bios add the same bytes split by owner (server files, server direct I/O,
- * filesystem, other). Cumulative: userspace takes deltas.
+ * Devices: the bios' bytes split by owner (server files, server direct I/O,
+ * filesystem, other), cumulative: userspace takes deltas. What each device
+ * completed (requests after merging) is the kernel's own count, which userspace
+ * reads from /sys/dev/block/M:m/stat (tracer/disk_stat.py): no program here.
  */
 
 /* Files the traced server made requests on or dirtied: a bio of any task
@@ -59,10 +59,6 @@ struct {
 struct bio___old { /* before 5.12 */
 	struct gendisk *bi_disk;
 	__u8 bi_partno;
-} __attribute__((preserve_access_index));
-
-struct request___old { /* before 5.16 */
-	struct gendisk *rq_disk;
 } __attribute__((preserve_access_index));
 
 struct folio___old { /* 5.16 - 6.5: the order in the first tail page */
@@ -494,27 +490,4 @@ SEC("tp_btf/block_bio_queue")
 int BPF_PROG(handle_bio_queue_q, struct request_queue *q, struct bio *bio)
 {
 	return on_bio(bio);
-}
-
-SEC("tp_btf/block_rq_complete")
-int BPF_PROG(handle_rq_complete, struct request *rq, int error, unsigned int nr_bytes)
-{
-	__u32 op, dev;
-
-	op = rq->cmd_flags & REQ_OP_MASK; /* a BTF pointer: plain loads (see on_bio) */
-	if (op != REQ_OP_READ && op != REQ_OP_WRITE)
-		return 0;
-	/* A request with data completes with its bytes (a flush sequence ends it once
-	 * more with none: not a second request). A request that never had data (an
-	 * empty preflush write, as fsync issues) completes with none; /sys/block
-	 * counts it among the writes, and so does this. */
-	if (!nr_bytes && (!bpf_core_field_exists(rq->stats_sectors) || rq->stats_sectors))
-		return 0;
-	if (bpf_core_field_exists(((struct request___old *)rq)->rq_disk)) {
-		dev = disk_dev(BPF_CORE_READ((struct request___old *)rq, rq_disk));
-	} else {
-		dev = disk_dev_btf(rq->q->disk);
-	}
-	add_dev(dev, op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ, MIO_OWNER_DEVICE, nr_bytes);
-	return 0;
 }

@@ -74,7 +74,6 @@ FULL = kernel_features.KernelFeatures(
     msync_vma="find_vma",
     dirty_event="writeback_dirty_folio",
     bio_queue_args=1,
-    rq_complete=True,
     writeback_start=True,
     task_pt_regs=True,
     rdonly_cast=True,

@@ -23,7 +23,7 @@ def _tracer(got_ops: int, lost: int, skipped: dict[str, int], mode: str = "recor
     t.got = {"/s/write_a.dat": {**row, "write_ops": got_ops}, "/s/pwrite_a.dat": dict(row)}
     t.lost = {"lost_events": lost}
     t.extra["skipped_by_program"] = skipped
-    events = sum(n for name, n in skipped.items() if name != "handle_rq_complete")
+    events = sum(skipped.values())
     if mode == "top":
         t.extra["drops"] = {"skipped_runs": events} if events else {}
     elif mode == "exporter":
@@ -60,12 +60,6 @@ def test_losses_other_than_the_skipped_runs_make_every_cell_differ() -> None:
     judge(t, SCENARIOS)
     assert t.cells["pwrite"].startswith("differs: lost_events 2")
     assert t.cells["write"].startswith("differs: lost_events 2")
-
-
-def test_device_counter_misses_are_not_event_runs() -> None:
-    t = _tracer(9, 1, {"handle_rq_complete": 1})
-    judge(t, SCENARIOS)
-    assert t.cells["write"].startswith("differs: lost_events 1")
 
 
 def test_a_truncated_trace_is_never_explained_by_skipped_runs() -> None:

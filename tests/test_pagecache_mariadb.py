@@ -76,21 +76,19 @@ def test_mapped_redo_log_dirtied_and_written_back(bpf_ready: None, root: str) ->
     assert row["write_bytes"] == 0 and row["sync_ops"] == 0  # no system call carries it
     assert row["writeback_bytes"] == row["dirtied_bytes"], (row, by)
     assert set(by) <= {"sync", "flusher_periodic", "flusher_background"}, by
-    # The device's own counters against top's, both views: its requests as completed, and
-    # the bytes of the bios queued to it, by owner. Under this load (about 20,000 requests)
-    # one request, 4-16 KiB, has been seen missing from the completions in a quarter of the
-    # runs (6.18; no skipped program run; block_io_done missed it as block_rq_complete did;
-    # cause not found), and a bio in flight at an edge of the window moves the bios' view
-    # by as much: they must agree within 1e-4 here (on an idle device, tests/test_pagecache.py
-    # requires them equal).
+    # The device's own counters against top's, both views. Its requests and bytes as
+    # completed are the kernel's counters read at top's drains: inside the window's reads.
+    # The bytes of the bios queued to it, by owner: a bio queued inside the window completes
+    # after it, or one queued before completes inside, so they agree within a few bios of
+    # about 20,000 here (on an idle device, tests/test_pagecache.py requires them equal).
     dev = _device_sum(intervals, db.loop_device)  # after the first interval, as the window
     window = DeviceWindow(inner1 - inner0, outer1 - outer0)
+    assert window.inner.bytes_written <= dev["write_bytes"] <= window.outer.bytes_written, (dev, window)
+    assert window.inner.writes <= dev["write_requests"] <= window.outer.writes, (dev, window)
     slack = max(1, window.outer.writes // 10_000)
     owners = sum(dev["write_by"].values())
-    for got in (owners, dev["write_bytes"]):
-        low, high = window.inner.bytes_written - slack * (1 << 20), window.outer.bytes_written + slack * (1 << 20)
-        assert low <= got <= high, (dev, window)
-    assert window.inner.writes - slack <= dev["write_requests"] <= window.outer.writes, (dev, window)
+    low, high = window.inner.bytes_written - slack * (1 << 20), window.outer.bytes_written + slack * (1 << 20)
+    assert low <= owners <= high, (dev, window)
     assert window.outer.bytes_written > 0
     assert dev["write_by"]["server_files"] >= row["writeback_bytes"]
     print(

@@ -58,7 +58,6 @@ FLOOR_PAGE_CACHE_PROGRAMS = (
     "floor_writeback_start",
     "floor_writeback_written",
     "floor_bio_queue",
-    "floor_rq_complete",
 )
 PTRACE_TIMEOUT_S = 30.0
 POLL_S = 0.05

@@ -577,13 +577,12 @@ def _skipped_event_runs(t: Tracer) -> int:
     them among its lost events: top's and the exporter's drops by reason (the same reading
     as their lost total; a snapshot of the programs' counters taken earlier missed the skips
     that came after it, a CI run on sid 7.2). record keeps no reasons: its programs' counters
-    read just before it stopped. The device counter's program loses only the device's own
-    view, not an event (probe.DEVICE_ONLY_DROPS)."""
+    read just before it stopped."""
     if t.mode == "top":
         return int(t.extra.get("drops", {}).get("skipped_runs", 0))
     if t.mode == "exporter":
         return int(t.extra.get("drops_by_reason", {}).get("skipped_runs", 0))
-    return sum(n for name, n in t.extra.get("skipped_by_program", {}).items() if name != "handle_rq_complete")
+    return sum(t.extra.get("skipped_by_program", {}).values())
 
 
 def _judge_skipped(t: Tracer, issues: dict[str, list[str]], skipped: int) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from . import abi, abi_check, kernel_features, stats_cells, syscall_hook
+from .disk_stat import DiskCounters
 from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
@@ -49,7 +50,6 @@ BIO_PROGRAMS = {1: "handle_bio_queue", 2: "handle_bio_queue_q"}
 PAGE_CACHE_PROGRAMS = (
     *DIRTY_PROGRAMS.values(),
     *BIO_PROGRAMS.values(),
-    "handle_rq_complete",
     "handle_writeback_start",
     "handle_writeback_written",
 )
@@ -138,6 +138,7 @@ class BpfProbe:
         self._names = self._obj.map("names")
         self._threads = self._obj.map("threads")
         self._devstats = self._obj.map("devstats")
+        self._disks = DiskCounters() if self.page_cache else None  # the devices' own view, from now on
         self._prog_fds = self._obj.program_fds()
         self._server_files = self._obj.map("server_files")
 
@@ -317,10 +318,12 @@ class BpfProbe:
         return sum(sum(1 for _ in table.keys(ctypes.c_uint64)) for table in self._pending)
 
     def device_counts(self) -> list[DeviceCount]:
-        """Cumulative block-device counters since attach (empty without page_cache)."""
-        if not self.page_cache:
+        """Cumulative block-device counters since attach (empty without page_cache): the
+        bios by owner, and what each disk they went to completed (the kernel's counters)."""
+        if not self._disks:
             return []
-        return [_device_count(k, v) for k, v in self._devstats.items(abi.DevKey, abi.DevStats)]
+        bios = [_device_count(k, v) for k, v in self._devstats.items(abi.DevKey, abi.DevStats)]
+        return bios + self._disks.since_start(c.dev for c in bios)
 
     def drops(self) -> Drops:
         """Cumulative counts of what could not be accounted: the kernel's, the
@@ -337,14 +340,8 @@ class BpfProbe:
     def _skipped_runs(self) -> dict[str, int]:
         """Runs of a program the kernel skipped because the same program was already
         running on that CPU (`recursion_misses`, 5.12+: a completion interrupting the
-        completion program): events lost, except the device request counter's, which
-        loses a request of the device's own view (probe.DEVICE_ONLY_DROPS)."""
-        out = {"skipped_runs": 0, "skipped_device_runs": 0}
-        for name, fd in self._prog_fds.items():
-            misses = _recursion_misses(fd)
-            if misses:
-                out["skipped_device_runs" if name == "handle_rq_complete" else "skipped_runs"] += misses
-        return out
+        completion program): events lost."""
+        return {"skipped_runs": sum(_recursion_misses(fd) for fd in self._prog_fds.values())}
 
     def kernel_name(self, file: FileIdentity) -> KernelName | None:
         raw = abi.FileName()

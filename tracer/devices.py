@@ -3,7 +3,7 @@
 The probe keeps cumulative counters per (disk, direction, owner) (`probe.DeviceCount`);
 `DeviceDeltas` turns two successive readings into one `DeviceActivity` per device that
 did anything. Owner.DEVICE is the device's own view (bytes and requests completed, after
-merging: what /sys/block/NAME/stat counts); the other owners split the bios queued to it:
+merging: the kernel's counters, `disk_stat.py`); the other owners split the bios queued to it:
 the traced server's files (their page cache), its direct I/O, the filesystem (journal,
 metadata) and everything else. Write amplification is the device's bytes written over the
 server's share of them.

@@ -65,10 +65,9 @@ class KernelFeatures:
     msync_vma: str | None = None
     # page cache and devices: the dirtying tracepoint (writeback_dirty_folio from
     # 5.18, writeback_dirty_page before), block_bio_queue's argument count (2 before
-    # 5.11: the queue first), block_rq_complete and writeback_start present
+    # 5.11: the queue first), writeback_start present
     dirty_event: str | None = None
     bio_queue_args: int | None = None
-    rq_complete: bool = False
     writeback_start: bool = False
     # bpf_task_pt_regs (5.15): syscall arguments read at exit, enter programs only to time
     task_pt_regs: bool = False
@@ -78,7 +77,7 @@ class KernelFeatures:
     @property
     def page_cache(self) -> bool:
         """Every hook the page-cache and device accounting needs."""
-        return bool(self.dirty_event and self.bio_queue_args and self.rq_complete and self.writeback_start)
+        return bool(self.dirty_event and self.bio_queue_args and self.writeback_start)
 
     def degraded(self) -> list[str]:
         """What this kernel costs the user, one sentence each (empty: nothing)."""
@@ -141,7 +140,6 @@ def probe() -> KernelFeatures:
             "writeback_dirty_folio",
             "writeback_dirty_page",
             "block_bio_queue",
-            "block_rq_complete",
             "writeback_start",
         )
     }
@@ -160,7 +158,6 @@ def probe() -> KernelFeatures:
             (tp for tp in ("writeback_dirty_folio", "writeback_dirty_page") if params[tp] is not None), None
         ),
         bio_queue_args=len(bio_queue) if bio_queue and len(bio_queue) in (1, 2) else None,
-        rq_complete=params["block_rq_complete"] is not None,
         writeback_start=params["writeback_start"] is not None,
         task_pt_regs=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_pt_regs),
         rdonly_cast=_rdonly_cast(),
@@ -186,7 +183,6 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
             "rdonly_cast",
             "atomics",
             "ringbuf",
-            "rq_complete",
             "writeback_start",
         ):
             missing[name] = False

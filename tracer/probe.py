@@ -130,9 +130,9 @@ class Drops:
 
 # Counters that lose a request's latency but not its bytes: not "lost events".
 LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
-# Counters of the block devices' own view (a device request or row not seen): every request
-# and page-cache byte of the server is still counted. Shown apart, not "lost events".
-DEVICE_ONLY_DROPS = frozenset({"skipped_device_runs", "dev_full"})
+# Counters of the block devices' split by owner (a device's row that did not fit): every
+# request and page-cache byte of the server is still counted. Shown apart, not "lost events".
+DEVICE_ONLY_DROPS = frozenset({"dev_full"})
 
 
 def lost_events(drops: dict[str, int]) -> int:

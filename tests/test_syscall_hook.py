@@ -235,8 +235,8 @@ def prog_types(pid: int) -> list[int]:
 
 
 def assert_hook_programs(types: list[int], hook: str) -> None:
-    # on tp_btf whatever the hook: io_uring's two and the page cache's five (dirtying,
-    # writeback start and end, bio queued, request completed)
+    # on tp_btf whatever the hook: io_uring's two and the page cache's four (dirtying,
+    # writeback start and end, bio queued)
     tracing = 2 + len(PAGE_CACHE_PROGRAMS) - 2
     if hook == "tracepoints":
         # enter programs for 1, 3 and 4 arguments, msync's, and one exit

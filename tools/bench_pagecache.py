@@ -25,7 +25,7 @@ from mysqlio.devtools.sysbench import Sysbench
 
 VARIANTS = ("none", "top-nopc", "top", "record-nopc", "record")
 # program names as the kernel keeps them (15 characters)
-PAGE_CACHE_PROGRAMS = ("handle_dirty", "handle_bio_", "handle_rq_", "handle_writeba")
+PAGE_CACHE_PROGRAMS = ("handle_dirty", "handle_bio_", "handle_writeba")
 
 
 def bench_pagecache(suite: Suite) -> None:

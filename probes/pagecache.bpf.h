@@ -178,32 +178,22 @@ static __always_inline bool is_server_file(const struct file_id *id)
 	return true;
 }
 
-/* Add bytes to a page-cache row (op MIO_DIRTY / MIO_WRITEBACK); record mode
- * streams one event for it. offset: in the file, -1 when unknown. Returns 1 when
- * the row was new this interval. */
-static __noinline int account_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset)
+/* Add bytes to a page-cache row (op MIO_DIRTY / MIO_WRITEBACK), in the stats
+ * table where the program may use compare-and-swap (cas) as the syscalls' rows;
+ * record mode streams one event for it. offset: in the file, -1 when unknown.
+ * Returns 1 when the row was new this interval. */
+static __always_inline int account_page_cache_in(const struct file_op_key *key, __u64 bytes, __s64 offset,
+						 const bool cas)
 {
 	struct file_op_stats *stats;
 	struct pending_io req = {};
-	__u32 zero = 0;
-	void *active;
-	int created = 0;
+	bool created = false;
 
 	if (!key)
 		return 0;
-	active = bpf_map_lookup_elem(&stats_slot, &zero);
-	if (!active)
+	stats = stats_row(key, &created, cas);
+	if (!stats)
 		return 0;
-	stats = bpf_map_lookup_elem(active, key);
-	if (!stats) {
-		bpf_map_update_elem(active, key, &zero_stats, BPF_NOEXIST);
-		stats = bpf_map_lookup_elem(active, key);
-		if (!stats) {
-			__sync_fetch_and_add(&drops.stats_full, 1);
-			return 0;
-		}
-		created = 1;
-	}
 	__sync_fetch_and_add(&stats->ops, 1);
 	__sync_fetch_and_add(&stats->bytes, bytes);
 	if (targ_record) {
@@ -218,6 +208,19 @@ static __noinline int account_page_cache(const struct file_op_key *key, __u64 by
 	}
 	return created;
 }
+
+/* the two copies, as account / account_cas */
+static __noinline int account_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset)
+{
+	return account_page_cache_in(key, bytes, offset, false);
+}
+
+static __noinline int account_page_cache_cas(const struct file_op_key *key, __u64 bytes, __s64 offset)
+{
+	return account_page_cache_in(key, bytes, offset, true);
+}
+
+#define ACCOUNT_PAGE_CACHE(cas, ...) ((cas) ? account_page_cache_cas(__VA_ARGS__) : account_page_cache(__VA_ARGS__))
 
 /* ---- dirtying ---- */
 
@@ -241,7 +244,7 @@ static __always_inline __u64 folio_bytes(struct folio *folio)
 /* A folio of mapping went dirty in the traced process (its callers test
  * is_target first: they run for every process's dirtying). mapping is the
  * tracepoint's BTF pointer: plain loads, no helper call per level. */
-static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __s64 offset)
+static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __s64 offset, const bool cas)
 {
 	struct file_op_key key = {};
 	struct inode *host;
@@ -257,7 +260,7 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 	key.op = MIO_DIRTY;
 	key.api = MIO_API_KERNEL;
 	/* once an interval per (file, thread): its writeback, by anyone, is the server's */
-	if (account_page_cache(&key, bytes, offset))
+	if (ACCOUNT_PAGE_CACHE(cas, &key, bytes, offset))
 		remember_server_file(key.dev, key.ino);
 	return 0;
 }
@@ -267,7 +270,15 @@ int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapp
 {
 	if (!is_target())
 		return 0;
-	return on_dirty(mapping, folio_bytes(folio), (__s64)folio->index * PAGE_BYTES);
+	return on_dirty(mapping, folio_bytes(folio), (__s64)folio->index * PAGE_BYTES, true);
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(handle_dirty_folio_nocas, struct folio *folio, struct address_space *mapping)
+{
+	if (!is_target())
+		return 0;
+	return on_dirty(mapping, folio_bytes(folio), (__s64)folio->index * PAGE_BYTES, false);
 }
 
 /* before 5.18: the same event on a page (a page-cache page is order 0 there) */
@@ -276,7 +287,15 @@ int BPF_PROG(handle_dirty_page, struct page *page, struct address_space *mapping
 {
 	if (!is_target())
 		return 0;
-	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page));
+	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), true);
+}
+
+SEC("tp_btf/writeback_dirty_page")
+int BPF_PROG(handle_dirty_page_nocas, struct page *page, struct address_space *mapping)
+{
+	if (!is_target())
+		return 0;
+	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), false);
 }
 
 /* ---- why the kernel writes back ---- */
@@ -492,7 +511,7 @@ static __always_inline void bio_page_file(struct bio *bio, struct page_file *f)
 /* `bio` is the tracepoint's BTF pointer: its fields, its device's and its
  * disk's are plain loads (each BPF_CORE_READ level is a helper call, ~25 ns;
  * the bio hook runs for every bio of every device: issue 19). */
-static __always_inline int on_bio(struct bio *bio)
+static __always_inline int on_bio(struct bio *bio, const bool cas)
 {
 	struct file_op_key key = {};
 	struct page_file pf = {};
@@ -544,7 +563,7 @@ static __always_inline int on_bio(struct bio *bio)
 		key.dev = id.dev;
 		key.op = MIO_WRITEBACK;
 		writeback_cause(&key);
-		account_page_cache(&key, bytes, pf.offset);
+		ACCOUNT_PAGE_CACHE(cas, &key, bytes, pf.offset);
 	}
 	return 0;
 }
@@ -552,12 +571,19 @@ static __always_inline int on_bio(struct bio *bio)
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(handle_bio_queue, struct bio *bio)
 {
-	return on_bio(bio);
+	return on_bio(bio, true);
 }
 
-/* before 5.11 the tracepoint also passed the queue */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(handle_bio_queue_nocas, struct bio *bio)
+{
+	return on_bio(bio, false);
+}
+
+/* before 5.11 the tracepoint also passed the queue: one program, without
+ * compare-and-swap (hash rows), that loads wherever that form is */
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(handle_bio_queue_q, struct request_queue *q, struct bio *bio)
 {
-	return on_bio(bio);
+	return on_bio(bio, false);
 }

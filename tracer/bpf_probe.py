@@ -32,7 +32,14 @@ MAX_INFLIGHT_THREADS = 16384
 # programs built twice: without the compare-and-swap instruction for kernels
 # that lack BPF atomics (the verifier rejects it even where it is never run)
 NOCAS_SUFFIX = "_nocas"
-CAS_PROGRAMS = ("handle_exit", "handle_sys_exit", "handle_uring_complete")
+CAS_PROGRAMS = (
+    "handle_exit",
+    "handle_sys_exit",
+    "handle_uring_complete",
+    "handle_dirty_folio",
+    "handle_dirty_page",
+    "handle_bio_queue",
+)
 # twins that read a request's file through the kfunc bpf_rdonly_cast (6.2), loaded where
 # the kernel takes it (the kfunc is weak: the object opens on kernels without it)
 CAST_SUFFIX = "_cast"
@@ -249,7 +256,7 @@ class BpfProbe:
                 or program not in (*DIRTY_PROGRAMS.values(), *BIO_PROGRAMS.values())
             )
             if not chosen:
-                obj.disable_program(program)
+                obj.disable_program(self._program(program))
 
     def uncounted(self) -> list[str]:
         """What this kernel keeps the probes from counting (shown by top)."""

@@ -68,10 +68,8 @@ struct {
 	__type(value, __u8);
 } flushers SEC(".maps");
 
-/* per CPU: every bio of a disk adds to the same row, and one shared row's line
- * moved between CPUs at each bio (issue 19); userspace adds the CPUs' values */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_DEV_ROWS);
 	__type(key, struct dev_key);
 	__type(value, struct dev_stats);
@@ -415,8 +413,6 @@ static __always_inline void add_dev(__u32 dev, __u8 dir, __u8 owner, __u64 bytes
 			return;
 		}
 	}
-	/* this CPU's value, yet atomic: where the kernel does not skip a nested run
-	 * (no recursion protection), a bio queued in an interrupt may add meanwhile */
 	__sync_fetch_and_add(&stats->bytes, bytes);
 	__sync_fetch_and_add(&stats->count, 1);
 }

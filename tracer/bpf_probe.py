@@ -335,7 +335,7 @@ class BpfProbe:
         bios by owner, and what each disk they went to completed (the kernel's counters)."""
         if not self._disks:
             return []
-        bios = [_device_count(k, v) for k, v in self._devstats.items_per_cpu(abi.DevKey, abi.DevStats)]
+        bios = [_device_count(k, v) for k, v in self._devstats.items(abi.DevKey, abi.DevStats)]
         return bios + self._disks.since_start(c.dev for c in bios)
 
     def drops(self) -> Drops:
@@ -456,13 +456,13 @@ def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
     )
 
 
-def _device_count(key: abi.DevKey, per_cpu: list[abi.DevStats]) -> DeviceCount:
+def _device_count(key: abi.DevKey, value: abi.DevStats) -> DeviceCount:
     return DeviceCount(
         dev=dev_from_kernel(key.dev),
         dir=abi.Dir(key.dir),
         owner=abi.Owner(key.owner),
-        bytes=sum(v.bytes for v in per_cpu),
-        count=sum(v.count for v in per_cpu),
+        bytes=value.bytes,
+        count=value.count,
     )
 
 

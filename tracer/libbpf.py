@@ -81,7 +81,6 @@ class _Lib:
             "bpf_program__set_attach_target": (i, [vp, i, cp]),
             "libbpf_probe_bpf_helper": (i, [i, i, vp]),
             "libbpf_probe_bpf_map_type": (i, [i, vp]),
-            "libbpf_num_possible_cpus": (i, []),
             "bpf_prog_load": (i, [i, cp, cp, vp, ctypes.c_size_t, vp]),
             "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
             "bpf_program__name": (cp, [vp]),
@@ -176,14 +175,6 @@ def _errno_error(what: str) -> BpfError:
     return BpfError(f"{what}: {os.strerror(err) if err else 'failed'}", log="".join(_log))
 
 
-def possible_cpus() -> int:
-    """The CPUs a per-CPU map holds a value for (/sys/devices/system/cpu/possible)."""
-    n = _get().lib.libbpf_num_possible_cpus()
-    if n <= 0:
-        raise BpfError(f"the number of possible CPUs: {os.strerror(-n) if n else 'none'}")
-    return int(n)
-
-
 class BpfMap:
     """A loaded map, reached by fd through the raw BPF syscall wrappers."""
 
@@ -228,17 +219,6 @@ class BpfMap:
             value = value_type()
             if self.lookup(key, value):  # gone between the two calls: skipped
                 out.append((key, value))
-        return out
-
-    def items_per_cpu(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, list[Any]]]:
-        """Every (key, one value per possible CPU) of a per-CPU map now, left in place.
-        value_type's size must be a multiple of 8 (the kernel's stride between CPUs)."""
-        cpus = possible_cpus()
-        out = []
-        for key in self.keys(key_type):
-            values = (value_type * cpus)()
-            if self.lookup(key, values):  # gone between the two calls: skipped
-                out.append((key, list(values)))
         return out
 
     def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:

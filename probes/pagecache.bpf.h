@@ -29,37 +29,6 @@ struct {
 	__type(value, __u8);
 } server_files SEC(".maps");
 
-/* Changes of server_files: bumped after each insert (which may evict another
- * file when the set is full), by the programs and by userspace, so that the
- * hints below are never stale. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} server_files_gen SEC(".maps");
-
-/* The last file this CPU's bio hook found in server_files, valid while the
- * generation is the one it was found in: a file's writeback comes as a run of
- * bios, and the set's hash lookup (two cold lines) was a sixth of the bio hook's
- * time on MariaDB 11.8 (issue 19). Only the bio program writes it. `check`
- * mixes the three, so a hint written half by a run that a nested run on the same
- * CPU interrupted (kernels without recursion protection) is never taken. */
-struct server_file_hint {
-	__u64 ino;
-	__u64 gen;
-	__u64 check;
-	__u32 dev;
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct server_file_hint);
-} server_file_hints SEC(".maps");
-
 /* kernel flusher threads inside a writeback pass: tid -> enum mio_by */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -134,48 +103,9 @@ static __always_inline __u32 task_flags(void)
 static __always_inline bool remember_server_file(__u32 dev, __u64 ino)
 {
 	struct file_id id = { .ino = ino, .dev = dev };
-	__u32 zero = 0;
-	__u64 *gen;
 	__u8 one = 1;
-	long err;
 
-	/* an update of a key already there takes a new element too: it may evict */
-	err = bpf_map_update_elem(&server_files, &id, &one, BPF_ANY);
-	gen = bpf_map_lookup_elem(&server_files_gen, &zero);
-	if (gen)
-		__sync_fetch_and_add(gen, 1);
-	return !err;
-}
-
-static __always_inline __u64 hint_check(const struct file_id *id, __u64 gen)
-{
-	return (id->ino * 0x9E3779B97F4A7C15ULL) ^ ((__u64)id->dev << 21) ^ gen;
-}
-
-/* Whether the traced server touched this file (server_files), through this
- * CPU's hint when it names the file in the current generation. */
-static __always_inline bool is_server_file(const struct file_id *id)
-{
-	struct server_file_hint *hint;
-	__u32 zero = 0;
-	__u64 *gen, now;
-
-	gen = bpf_map_lookup_elem(&server_files_gen, &zero);
-	hint = bpf_map_lookup_elem(&server_file_hints, &zero);
-	if (!gen || !hint)
-		return bpf_map_lookup_elem(&server_files, id);
-	now = *gen;
-	if (hint->ino == id->ino && hint->dev == id->dev && hint->gen == now && hint->check == hint_check(id, now))
-		return true;
-	/* read after the generation: an insert that evicts the file from here on
-	 * bumps the generation after it, and the hint written below is not taken */
-	if (!bpf_map_lookup_elem(&server_files, id))
-		return false;
-	hint->ino = id->ino;
-	hint->dev = id->dev;
-	hint->gen = now;
-	hint->check = hint_check(id, now);
-	return true;
+	return !bpf_map_update_elem(&server_files, &id, &one, BPF_ANY);
 }
 
 /* Add bytes to a page-cache row (op MIO_DIRTY / MIO_WRITEBACK), in the stats
@@ -540,7 +470,7 @@ static __always_inline int on_bio(struct bio *bio, const bool cas)
 	if (pf.mode == S_IFREG) {
 		id.ino = pf.ino;
 		id.dev = pf.dev;
-		owner = is_server_file(&id) ? MIO_OWNER_SERVER_FILE : MIO_OWNER_OTHER;
+		owner = bpf_map_lookup_elem(&server_files, &id) ? MIO_OWNER_SERVER_FILE : MIO_OWNER_OTHER;
 	} else if (pf.mode == S_IFBLK) {
 		owner = MIO_OWNER_FS;
 	} else if (is_target()) {

@@ -148,7 +148,6 @@ class BpfProbe:
         self._disks = DiskCounters() if self.page_cache else None  # the devices' own view, from now on
         self._prog_fds = self._obj.program_fds()
         self._server_files = self._obj.map("server_files")
-        self._server_files_gen = self._obj.map("server_files_gen")
 
     def _enter_programs(self) -> tuple[str, ...]:
         """The programs with an attach point in their section that only time
@@ -181,11 +180,6 @@ class BpfProbe:
         one = ctypes.c_uint8(1)
         for file in files:
             self._server_files.update(_file_key(file), one)
-        # a new generation, beyond any the programs' increments reach from the old one: no
-        # bio hook's hint found before these inserts (which may evict) is taken again
-        gen, zero = ctypes.c_uint64(), ctypes.c_uint32(0)
-        self._server_files_gen.lookup(zero, gen)
-        self._server_files_gen.update(zero, ctypes.c_uint64(gen.value + (1 << 32)))
 
     def _program(self, name: str) -> str:
         """The variant of a program this kernel loads."""

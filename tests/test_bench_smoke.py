@@ -41,6 +41,11 @@ SERVER_ROWS = (
     "in-kernel cost: bpftrace",
     "in-kernel cost: top-nopc, sysbench oltp_write_only, MariaDB 11.8",
     "in-kernel cost: floor-pc, sysbench oltp_write_only, MariaDB 11.8",
+    "in-kernel cost: floor-pc-exits, sysbench oltp_write_only, MariaDB 11.8",
+    "in-kernel cost: floor-exits, sysbench oltp_write_only, MariaDB 10.11 io_uring",
+    "ns per traced request over floor-exits's",  # top-nopc, top on tmpfs
+    "ns per traced request over floor-pc-exits's",  # top on disk
+    "ns per traced request over floor's",  # record on tmpfs
     "| ns per traced request |",
     "| ratio to the floor |",
 )

@@ -477,8 +477,9 @@ against each configuration, its own server: the host's MariaDB 10.11 with InnoDB
 on io_uring and on libaio, its datadir on tmpfs (CPU-bound: a tracer's cost shows
 fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk.
 "floor": the same tracepoints with only the pid filter, the cost of enabling
-them at all; "floor-pc" (on disk only): also empty programs, with the pid filter,
-on the page-cache and device tracepoints mysqlio hooks. "pt-ioprofile":
+them at all: an empty program at each I/O syscall's enter and exit; "floor-pc" (on
+disk only): also empty programs, with the pid filter, on the page-cache and device
+tracepoints mysqlio hooks; "-exits": the same without the enter programs. "pt-ioprofile":
 percona-toolkit's, an strace of every syscall of the server for the run.
 "-nopc": mysqlio without its page-cache and device hooks; on tmpfs those hooks
 never run (no writeback), so the pair is only compared on disk (11.8;
@@ -494,9 +495,10 @@ divided by the requests they served: the runs of its syscall-exit programs
 (once per syscall leaving a hooked tracepoint, of any process: the pid filter is
 inside; on the raw hook that is every syscall of the machine) plus its io_uring
 submissions; for bpftrace, the runs of its `sys_enter_*` programs. "ratio to the
-floor": that figure over the floor's on the same hooks: floor-pc's for mysqlio
-with its page-cache hooks on where floor-pc ran, else the floor's (targets: top
-≤ 2.5×, record ≤ 3×).
+floor": that figure over the floor's on the same hooks: untimed `top` attaches
+no enter program, so its floor is an "-exits" one; `record` and `top --latency`
+time requests at enter and exit; floor-pc's for mysqlio with its page-cache hooks
+on where floor-pc ran (targets: top ≤ 2.5×, record ≤ 3×).
 """
 
 

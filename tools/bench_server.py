@@ -35,10 +35,25 @@ from mysqlio.devtools.sysbench import Sysbench
 WORKLOADS = ("oltp_write_only", "oltp_read_write")
 KERNEL_WORKLOAD = "oltp_write_only"
 TPS_VARIANTS = ("none", "floor", "top", "record", "bpftrace", "pt-ioprofile")
-KERNEL_VARIANTS = ("floor", "floor-raw", "top", "top-lat", "top-raw", "record", "record-raw", "bpftrace")
+# The floors come first: a variant's ratio is taken to the floor on its hooks.
+# "floor" has an enter and an exit program per syscall, the hooks of timed requests
+# (record, top --latency); "-exits" only the exits (and msync's enter), untimed top's.
+KERNEL_VARIANTS = (
+    "floor",
+    "floor-exits",
+    "floor-raw",
+    "top",
+    "top-lat",
+    "top-raw",
+    "record",
+    "record-raw",
+    "bpftrace",
+)
 NOPC = ("top-nopc", "record-nopc")  # where the page-cache hooks run: not on tmpfs
 # there, the floor of mysqlio with its page-cache hooks on has empty programs on them too
 FLOOR_PC = "floor-pc"
+FLOOR_PC_EXITS = "floor-pc-exits"
+UNTIMED = ("top", "top-nopc")  # no enter program: compared with an exits-only floor
 RATIO_TO_FLOOR = {"top": "target ≤ 2.5×", "record": "target ≤ 3×"}  # by tracer, on the same hook
 CPU_TARGET = {"top": "target ≤ 0.5 %", "record": "target ≤ 2 %"}
 PER_PROGRAM = ("top", "top-lat", "record")  # kernel_cost rows program by program
@@ -73,7 +88,7 @@ class ServerConfig:
 
     @property
     def kernel_variants(self) -> tuple[str, ...]:
-        return KERNEL_VARIANTS if self.on_tmpfs else (FLOOR_PC, *KERNEL_VARIANTS, *NOPC)
+        return KERNEL_VARIANTS if self.on_tmpfs else (FLOOR_PC, FLOOR_PC_EXITS, *KERNEL_VARIANTS, *NOPC)
 
 
 CONFIGS = {
@@ -292,12 +307,13 @@ def requests_of(name: str, runs: dict[int, tuple[str, int, int]]) -> tuple[int, 
     return enters, f"runs of its exit programs ({where}) and io_uring submits"
 
 
-def _floor_of(name: str, per_request: dict[str, float]) -> str:
-    """The floor a variant is compared with: the floor on the same hooks (floor-pc for
-    mysqlio with its page-cache hooks on, where it was measured: not on tmpfs)."""
-    if FLOOR_PC in per_request and not name.endswith("-nopc"):
-        return FLOOR_PC
-    return "floor"
+def floor_of(name: str, per_request: dict[str, float]) -> str:
+    """The floor a variant is compared with: the floor on the same hooks. Untimed top
+    attaches no enter program: its floor has exit programs only. Where the floor with
+    the page-cache hooks was measured (not on tmpfs), mysqlio with its page-cache hooks
+    on is compared with that one."""
+    floor = FLOOR_PC if FLOOR_PC in per_request and not name.endswith("-nopc") else "floor"
+    return f"{floor}-exits" if name in UNTIMED else floor
 
 
 def _kernel_rows(
@@ -318,7 +334,7 @@ def _kernel_rows(
     suite.add(Result(label, "ns per program run", [ns / max(count, 1)], "ns", note=f"{count:,} runs, {bpf_ms}"))
     suite.add(Result(label, "ns per traced request", [ns_per_request], "ns", note=f"{requests:,} requests: {counted}"))
     target = RATIO_TO_FLOOR.get(base_name(name))
-    floor = _floor_of(name, per_request)
+    floor = floor_of(name, per_request)
     if target and not name.endswith("-raw") and per_request.get(floor):
         # (not on the raw hook: there the requests are every syscall of the machine)
         ratio = ns_per_request / per_request[floor]

@@ -4,6 +4,9 @@
     floor         tracer/bpf/empty.bpf.o: the same syscall tracepoints with only the pid filter
     floor-pc      the same, and empty programs (the pid filter only) on the page-cache and
                   device tracepoints mysqlio hooks: the floor of mysqlio with those hooks on
+    floor-exits, floor-pc-exits
+                  the same on the syscalls' exits (and msync's enter) only: the hooks of
+                  untimed `top` (the floors above have an enter and an exit per syscall)
     top, record   mysqlio's commands
     bpftrace      a bpftrace per-fd byte sum, what `mysqlio top` does, on the same tracepoints
     pt-ioprofile  percona-toolkit's pt-ioprofile: `strace -T -f -p PID` of every syscall
@@ -84,7 +87,9 @@ def require_tracers(names: list[str] | tuple[str, ...]) -> None:
 
 def base_name(name: str) -> str:
     """The tracer of a variant: "top-raw" -> "top", "top-lat" -> "top"."""
-    return name.removesuffix("-nopc").removesuffix("-pc").removesuffix("-raw").removesuffix("-lat")
+    return (
+        name.removesuffix("-exits").removesuffix("-nopc").removesuffix("-pc").removesuffix("-raw").removesuffix("-lat")
+    )
 
 
 def wait_line(stream: IO[str] | None, prefix: str, timeout_s: float = 30) -> str:
@@ -176,6 +181,8 @@ class Tracer:
     `run_s`: how long a run under it lasts (pt-ioprofile is given that and a margin)."""
 
     def __init__(self, name: str, pid: int, tmp: str, run_s: float = 60) -> None:
+        self.exits_only = name.endswith("-exits")  # floor-exits: the hooks of untimed top
+        name = name.removesuffix("-exits")
         self.page_cache = not name.endswith("-nopc")
         name = name.removesuffix("-nopc")
         self.floor_page_cache = name.endswith("-pc")  # floor-pc
@@ -259,7 +266,9 @@ class Tracer:
         self._floor.attach_all()
         if self.hook == "tracepoints":
             ensure_tracefs()
-            syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit")
+            syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit", entries=not self.exits_only)
+            if self.exits_only:  # untimed top's hooks: the exits, and msync's enter (it reads the address there)
+                self._floor.attach_tracepoint("floor_enter", "syscalls", f"sys_enter_{syscall_hook.MSYNC}")
 
     def prog_ids(self) -> set[int]:
         if self.name == "floor":

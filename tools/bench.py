@@ -479,7 +479,8 @@ fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk.
 "floor": the same tracepoints with only the pid filter, the cost of enabling
 them at all: an empty program at each I/O syscall's enter and exit; "floor-pc" (on
 disk only): also empty programs, with the pid filter, on the page-cache and device
-tracepoints mysqlio hooks; "-exits": the same without the enter programs. "pt-ioprofile":
+tracepoints mysqlio hooks; "-exits": the same without the enter programs
+but msync's (untimed `top`'s hooks). "pt-ioprofile":
 percona-toolkit's, an strace of every syscall of the server for the run.
 "-nopc": mysqlio without its page-cache and device hooks; on tmpfs those hooks
 never run (no writeback), so the pair is only compared on disk (11.8;

@@ -430,20 +430,25 @@ static __always_inline bool is_target(void)
  * loads; before it, bpf_get_current_task and CO-RE probe reads. */
 #define HAS_TASK_BTF bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_get_current_task_btf)
 
-/* The address of fd's slot in the current task's fd array (NULL: beyond it).
- * The slot holds a struct file * (a word holding one since 6.12). */
+/* The address of fd's slot in the fd array of task, a BTF pointer (NULL:
+ * beyond it). The slot holds a struct file * (a word holding one since 6.12). */
+static __always_inline struct file **fd_slot_of(struct task_struct *task, __u32 fd)
+{
+	struct fdtable *fdt = task->files->fdt;
+
+	if (!fdt || fd >= fdt->max_fds)
+		return NULL;
+	return &fdt->fd[fd];
+}
+
+/* fd_slot_of the current task */
 static __always_inline struct file **fd_slot(__u32 fd)
 {
 	struct task_struct *task;
 	struct fdtable *fdt;
 
-	if (HAS_TASK_BTF) {
-		task = bpf_get_current_task_btf();
-		fdt = task->files->fdt;
-		if (!fdt || fd >= fdt->max_fds)
-			return NULL;
-		return &fdt->fd[fd];
-	}
+	if (HAS_TASK_BTF)
+		return fd_slot_of(bpf_get_current_task_btf(), fd);
 	task = (struct task_struct *)bpf_get_current_task();
 	fdt = BPF_CORE_READ(task, files, fdt);
 	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
@@ -622,13 +627,16 @@ static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref 
  * is cast to struct fd, whose first 8 bytes are a struct file * (a word
  * holding one since 6.12): the load is read raw, by offset, not by a field
  * name, which differs between kernels. */
-static __always_inline struct file *fd_to_file_cast(__u32 fd)
+static __always_inline struct file *slot_file_cast(struct file **slot)
 {
-	struct file **slot = fd_slot(fd);
-
 	if (!slot)
 		return NULL;
 	return (struct file *)*(__u64 *)bpf_rdonly_cast(slot, bpf_core_type_id_kernel(struct fd));
+}
+
+static __always_inline struct file *fd_to_file_cast(__u32 fd)
+{
+	return slot_file_cast(fd_slot(fd));
 }
 
 /* The struct file an fd names, through a BTF cast where the program may
@@ -636,6 +644,20 @@ static __always_inline struct file *fd_to_file_cast(__u32 fd)
 static __always_inline struct file *fd_file(__u32 fd, const bool cast)
 {
 	return cast ? fd_to_file_cast(fd) : fd_to_file(fd);
+}
+
+/* fd_file of task, a BTF pointer to the current task (one helper call fewer
+ * than fd_file where the caller already holds it) */
+static __always_inline struct file *fd_file_of(struct task_struct *task, __u32 fd, const bool cast)
+{
+	struct file **slot = fd_slot_of(task, fd);
+	struct file *file = NULL;
+
+	if (cast)
+		return slot_file_cast(slot);
+	if (slot)
+		bpf_probe_read_kernel(&file, sizeof(file), slot);
+	return file;
 }
 
 /* Remember the path of a file userspace may never see open (it can be
@@ -1553,7 +1575,9 @@ static __always_inline __s64 request_region(struct file_ref *file, __u8 op, __u8
 	region = op <= MIO_READ ? region_file(file->dev, file->ino) : -1;
 	if (at_pos && (targ_record || region >= 0))
 		offset = offset_at_exit(file->file, ret, cast);
-	file->region = region_at(region, offset);
+	/* most files are no region file: no call (a call and its return cost
+	 * ~10 ns each where returns are thunked, e.g. AMD's SRSO safe RET) */
+	file->region = region >= 0 ? region_at(region, offset) : MIO_REGION_NONE;
 	return offset;
 }
 
@@ -1647,7 +1671,7 @@ static __always_inline int on_sys_exit_entered(long ret, const bool cas)
  * (tools/ab_objects.py, issue 19), the task storage lookup cost more than
  * the thread's last-file cache it holds saves (x 0.94 per request). */
 static __always_inline int account_untimed(struct syscall_args *a, long ret, struct pt_regs *regs,
-					   const bool cas, const bool cast)
+					   struct task_struct *task, __u32 tid, const bool cas, const bool cast)
 {
 	struct file_ref file;
 	struct file *f;
@@ -1659,19 +1683,24 @@ static __always_inline int account_untimed(struct syscall_args *a, long ret, str
 	if (op < 0)
 		return 0;
 	syscall_args_of(regs, a);
-	f = fd_file(a->arg[0], cast);
+	f = fd_file_of(task, a->arg[0], cast);
 	if (cast ? !file_ref_cast(f, &file) : !file_ref_of(f, &file, SCRATCH_EXIT))
 		return 0;
 	offset = syscall_offset_arg(a, &at_pos);
 	request_region(&file, op, at_pos, offset, ret, cast);
-	ACCOUNT(cas, &file, op, MIO_API_SYSCALL, ret, current_tid());
+	/* top's every request passes here: its accounting inlined (no call) */
+	if (cas)
+		account_in(&file, op, MIO_API_SYSCALL, ret, tid, true);
+	else
+		account(&file, op, MIO_API_SYSCALL, ret, tid);
 	return 0;
 }
 
 /* A traced syscall returns, its arguments read from the registers its entry
  * saved (targ_args_at_exit). Its entry was stamped only while requests are
  * timed (record; top --latency): without the stamp it is counted, not timed. */
-static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_regs *regs, const bool cast)
+static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_regs *regs, struct task_struct *task,
+					    __u32 tid, const bool cast)
 {
 	struct syscall_args a = {};
 	struct inflight *call;
@@ -1683,7 +1712,9 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	 * no pending iocb); io_submit and msync (whose enter program found its
 	 * file) use the slot */
 	if (!requests_timed() && a.nr != NR_msync && a.nr != NR_io_submit)
-		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents ? 0 : account_untimed(&a, ret, regs, cas, cast);
+		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents
+			       ? 0
+			       : account_untimed(&a, ret, regs, task, tid, cas, cast);
 	/* the slot also holds the thread's last file: created at its first exit */
 	call = inflight_slot();
 	if (!call) {
@@ -1733,69 +1764,89 @@ static __always_inline struct pt_regs *task_regs(void)
 	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 }
 
-/* The registers a syscall entered with, for a tracepoint program (NULL
- * where its arguments are kept at entry instead) */
-static __always_inline struct pt_regs *syscall_regs(void)
+/* The current thread's pid_tgid if it is one of the target's, else 0 (the
+ * idle task's, never traced), read once: its tid is the row's thread */
+static __always_inline __u64 target_id(void)
 {
-	return targ_args_at_exit ? task_regs() : NULL;
+	__u64 id = bpf_get_current_pid_tgid();
+
+	return !targ_tgid || (__u32)(id >> 32) == targ_tgid ? id : 0;
 }
 
-/* cas: the program may use compare-and-swap (5.12); cast: bpf_rdonly_cast (6.2) */
-static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs *regs, const bool cast)
+/* A traced syscall returns. From 5.15 (targ_args_at_exit) its arguments
+ * are read from regs, the registers it entered with; task is the current
+ * task as a BTF pointer, tid its thread. cas: the program may use
+ * compare-and-swap (5.12); cast: bpf_rdonly_cast (6.2). */
+static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs *regs, struct task_struct *task,
+				       __u32 tid, const bool cast)
 {
 	if (targ_args_at_exit)
-		return regs ? on_sys_exit_regs(ret, cas, regs, cast) : 0;
+		return regs ? on_sys_exit_regs(ret, cas, regs, task, tid, cast) : 0;
 	return on_sys_exit_entered(ret, cas);
 }
 
-/* attached only to the exits of the syscalls the enter programs see */
+/* a per-syscall exit tracepoint: attached only to the exits of the I/O syscalls */
+static __always_inline int exit_tracepoint(struct trace_event_raw_sys_exit *ctx, const bool cas, const bool cast)
+{
+	struct task_struct *task;
+	__u64 id = target_id();
+
+	if (!id)
+		return 0;
+	if (!targ_args_at_exit)
+		return on_sys_exit_entered(ctx->ret, cas);
+	/* the task read once, for its registers and later its fd table */
+	task = bpf_get_current_task_btf();
+	return on_sys_exit(ctx->ret, cas, (struct pt_regs *)bpf_task_pt_regs(task), task, (__u32)id, cast);
+}
+
 SEC("tracepoint")
 int handle_exit(struct trace_event_raw_sys_exit *ctx)
 {
-	if (!is_target())
-		return 0;
-	return on_sys_exit(ctx->ret, true, syscall_regs(), false);
+	return exit_tracepoint(ctx, true, false);
 }
 
 SEC("tracepoint")
 int handle_exit_nocas(struct trace_event_raw_sys_exit *ctx)
 {
-	if (!is_target())
-		return 0;
-	return on_sys_exit(ctx->ret, false, syscall_regs(), false);
+	return exit_tracepoint(ctx, false, false);
 }
 
 SEC("tracepoint")
 int handle_exit_cast(struct trace_event_raw_sys_exit *ctx)
 {
-	if (!is_target())
+	return exit_tracepoint(ctx, true, true);
+}
+
+/* the raw sys_exit: every syscall of every process */
+static __always_inline int exit_raw(struct pt_regs *regs, long ret, const bool cas, const bool cast)
+{
+	__u64 id = target_id();
+
+	/* cheap syscall-number test first: most syscalls are not ours */
+	if (!id || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
-	return on_sys_exit(ctx->ret, true, syscall_regs(), true);
+	if (!targ_args_at_exit)
+		return on_sys_exit_entered(ret, cas);
+	return on_sys_exit(ret, cas, regs, bpf_get_current_task_btf(), (__u32)id, cast);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit, struct pt_regs *regs, long ret)
 {
-	/* cheap syscall-number test first: most syscalls are not ours */
-	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
-		return 0;
-	return on_sys_exit(ret, true, regs, false);
+	return exit_raw(regs, ret, true, false);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit_nocas, struct pt_regs *regs, long ret)
 {
-	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
-		return 0;
-	return on_sys_exit(ret, false, regs, false);
+	return exit_raw(regs, ret, false, false);
 }
 
 SEC("tp_btf/sys_exit")
 int BPF_PROG(handle_sys_exit_cast, struct pt_regs *regs, long ret)
 {
-	if (!is_target() || !is_io_syscall(SYSCALL_NR(regs)))
-		return 0;
-	return on_sys_exit(ret, true, regs, true);
+	return exit_raw(regs, ret, true, true);
 }
 
 static __always_inline bool uring_req_is_target(struct io_kiocb *req)

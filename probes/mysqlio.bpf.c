@@ -121,26 +121,34 @@ const volatile bool targ_uring_by_user_data = false;
 
 struct drop_counters drops = {};
 
-/* Whether the enter programs stamp requests (targ_args_at_exit): 1 from load
- * when requests are timed, else set by userspace when it starts timing them,
- * before it attaches the enter programs. Its own map, not a .bss variable:
- * userspace writes it whole while the programs update drops. */
+/* struct mio_control: whether the enter programs stamp requests
+ * (targ_args_at_exit; timed from load, or set by userspace when it starts
+ * timing them, before it attaches the enter programs), the stats table's half
+ * written, the region files. Its own map, not a .bss variable: userspace
+ * writes it whole while the programs update drops. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
-} timing SEC(".maps");
+	__type(value, struct mio_control);
+} control SEC(".maps");
 
 /* A lookup of a one-entry ARRAY is inlined by the verifier: one load. */
+static __always_inline struct mio_control *control_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&control, &zero);
+}
+
 static __always_inline bool requests_timed(void)
 {
-	__u32 zero = 0, *on;
+	struct mio_control *ctl;
 
 	if (targ_record)
 		return true;
-	on = bpf_map_lookup_elem(&timing, &zero);
-	return on && *on;
+	ctl = control_get();
+	return ctl && ctl->timed;
 }
 
 /* No room to remember a submitted request: in record mode its event will be
@@ -245,23 +253,19 @@ struct {
  * per request (a bucket, then an element of 96 bytes whose key and counts
  * straddle lines): their lookup was a third of top's in-kernel time on 6.18
  * (perf, issue 19). Rows whose cells are all taken go to the hash maps.
- * Swapped like them; userspace reads the full one through mmap and zeroes it. */
-struct stats_table {
+ * Two halves of STATS_CELLS cells in one map, not two maps behind a
+ * map-in-map: a lookup in a map the verifier knows is inlined, one in an
+ * inner map is a helper call and an indirect one (issue 19). The programs
+ * write the half control->cells_half names; userspace flips it, waits for an
+ * RCU grace period (its swap of the stats maps' slot), then reads the other
+ * half through mmap and zeroes it. */
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, STATS_CELLS);
+	__uint(max_entries, 2 * STATS_CELLS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct stats_cell);
-} cells_a SEC(".maps"), cells_b SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct stats_table);
-} cells_slot SEC(".maps") = {
-	.values = { &cells_a },
-};
+} cells SEC(".maps");
 
 /* latency histograms per (file, op, api), swapped like the stats maps.
  * Preallocated (2 x 4,096 rows of 1 KiB), though most intervals use few:
@@ -325,26 +329,27 @@ struct {
 	__type(value, struct region_table);
 } regions SEC(".maps");
 
-/* Which region file (dev, ino) is: its index, or -1 (most files). */
+/* Which region file (dev, ino) is: its index, or -1 (most files). From the
+ * control line, read by the exit programs anyway: no region table read. */
 static __always_inline int region_file(__u32 dev, __u64 ino)
 {
-	struct region_table *t;
-	__u32 zero = 0;
+	struct mio_control *ctl = control_get();
 	int f;
 
-	t = bpf_map_lookup_elem(&regions, &zero);
-	if (!t)
+	if (!ctl || !ino)
 		return -1;
 	for (f = 0; f < MAX_REGION_FILES; f++)
-		if (t->ino[f] == ino && t->dev[f] == dev && ino)
+		if (ctl->region_ino[f] == ino && ctl->region_dev[f] == dev)
 			return f;
 	return -1;
 }
 
-/* The region of region file f holding byte `offset` (a request's first byte:
- * InnoDB's writes never straddle two regions), or the file's region SYSTEM
- * when no range holds it; NONE when the offset is unknown. */
-static __noinline __u8 region_at(int f, __s64 offset)
+/* The region of region file f, (dev, ino), holding byte `offset` (a request's
+ * first byte: InnoDB's writes never straddle two regions), or the file's
+ * region SYSTEM when no range holds it; NONE when the offset is unknown, or
+ * the table's file f is not (dev, ino) (userspace writes the table and the
+ * control line one after the other). */
+static __noinline __u8 region_at(int f, __u32 dev, __u64 ino, __s64 offset)
 {
 	struct region_table *t;
 	__u32 zero = 0, r, slot;
@@ -352,7 +357,7 @@ static __noinline __u8 region_at(int f, __s64 offset)
 	if (f < 0 || f >= MAX_REGION_FILES || offset < 0)
 		return MIO_REGION_NONE;
 	t = bpf_map_lookup_elem(&regions, &zero);
-	if (!t)
+	if (!t || t->ino[f] != ino || t->dev[f] != dev)
 		return MIO_REGION_NONE;
 	for (r = 0; r < MAX_REGION_RANGES; r++) {
 		if (r >= t->nranges[f])
@@ -364,6 +369,14 @@ static __noinline __u8 region_at(int f, __s64 offset)
 			return t->region[slot];
 	}
 	return MIO_REGION_SYSTEM;
+}
+
+/* The region of file (dev, ino) holding byte `offset`: NONE for most files */
+static __always_inline __u8 region_of(__u32 dev, __u64 ino, __s64 offset)
+{
+	int f = region_file(dev, ino);
+
+	return f >= 0 ? region_at(f, dev, ino, offset) : MIO_REGION_NONE;
 }
 
 /* submitted libaio iocbs (by user iocb pointer) and io_uring
@@ -742,7 +755,7 @@ static __always_inline __u32 cell_hash(const __u64 *w)
  * by compare-and-swap (FREE -> BUSY), filled, then published (-> READY); a
  * reader skips a BUSY cell, so two CPUs making the same row at once may
  * make it twice: userspace adds rows of one key together. */
-static __always_inline struct file_op_stats *cell_row(void *table, const struct file_op_key *key, bool *created)
+static __always_inline struct file_op_stats *cell_row(__u32 base, const struct file_op_key *key, bool *created)
 {
 	const __u64 *want = (const __u64 *)key;
 	struct stats_cell *cell;
@@ -751,8 +764,8 @@ static __always_inline struct file_op_stats *cell_row(void *table, const struct 
 	__u64 *have;
 
 	for (i = 0; i < STATS_CELL_PROBES; i++) {
-		idx = (first + i) & targ_cells_mask;
-		cell = bpf_map_lookup_elem(table, &idx);
+		idx = base + ((first + i) & targ_cells_mask);
+		cell = bpf_map_lookup_elem(&cells, &idx);
 		if (!cell)
 			return NULL;
 		have = (__u64 *)cell;
@@ -781,14 +794,15 @@ static __always_inline struct file_op_stats *cell_row(void *table, const struct 
 static __always_inline struct file_op_stats *stats_row(const struct file_op_key *key, bool *created, const bool cas)
 {
 	struct file_op_stats *stats;
+	struct mio_control *ctl;
 	__u32 zero = 0;
 	void *active;
 
 	if (cas && targ_stats_cells) {
-		active = bpf_map_lookup_elem(&cells_slot, &zero);
-		if (!active)
+		ctl = control_get();
+		if (!ctl)
 			return NULL;
-		stats = cell_row(active, key, created);
+		stats = cell_row(ctl->cells_half & 1 ? STATS_CELLS : 0, key, created);
 		if (stats)
 			return stats;
 	}
@@ -1429,7 +1443,7 @@ __noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_
 	}
 	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_EXIT))
 		return 0;
-	file.region = op <= MIO_READ ? region_at(region_file(file.dev, file.ino), cb.aio_offset) : MIO_REGION_NONE;
+	file.region = op <= MIO_READ ? region_of(file.dev, file.ino, cb.aio_offset) : MIO_REGION_NONE;
 	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1, current_tid());
 	pending.ts_ns = submit_ns;
 	pending.dev = file.dev;
@@ -1577,7 +1591,7 @@ static __always_inline __s64 request_region(struct file_ref *file, __u8 op, __u8
 		offset = offset_at_exit(file->file, ret, cast);
 	/* most files are no region file: no call (a call and its return cost
 	 * ~10 ns each where returns are thunked, e.g. AMD's SRSO safe RET) */
-	file->region = region >= 0 ? region_at(region, offset) : MIO_REGION_NONE;
+	file->region = region >= 0 ? region_at(region, file->dev, file->ino, offset) : MIO_REGION_NONE;
 	return offset;
 }
 
@@ -2000,7 +2014,7 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 		return 0;
 	file.ino = pending->ino;
 	file.dev = pending->dev;
-	file.region = pending->op <= MIO_READ ? region_at(region_file(file.dev, file.ino), pending->offset)
+	file.region = pending->op <= MIO_READ ? region_of(file.dev, file.ino, pending->offset)
 					      : MIO_REGION_NONE;
 	ACCOUNT(cas, &file, pending->op, MIO_API_IO_URING, res, pending->tid);
 	now = bpf_ktime_get_ns();
@@ -2036,7 +2050,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 		return 0;
 	pending = bpf_map_lookup_elem(&uring_pending, &key);
 	/* the offset is the submission's (ki_pos has moved on by now) */
-	file.region = pending && op <= MIO_READ ? region_at(region_file(file.dev, file.ino), pending->offset)
+	file.region = pending && op <= MIO_READ ? region_of(file.dev, file.ino, pending->offset)
 						: MIO_REGION_NONE;
 	ACCOUNT(cas, &file, op, MIO_API_IO_URING, res, current_tid());
 	if (!pending) {

@@ -106,6 +106,20 @@ struct region_table {
 	__u8 region[MAX_REGION_SLOTS];
 };
 
+/* What every exit program reads before it counts a request, written whole by
+ * userspace (the one entry of the map `control`): one cache line (issue 19:
+ * the state it replaced sat in three maps, a cold line each per request).
+ * timed: requests are timed (the enter programs stamp them). cells_half: the
+ * half of the stats table the programs write (userspace reads the other).
+ * region_dev/ino: the region files (struct region_table's, in the same order;
+ * ino 0: unused), so a request of any other file reads no region table. */
+struct mio_control {
+	__u32 timed;
+	__u32 cells_half;
+	__u32 region_dev[MAX_REGION_FILES];
+	__u64 region_ino[MAX_REGION_FILES];
+};
+
 /* One row of the per-interval aggregate: a file, the thread that asked,
  * the operation and the API that carried it. dev is the kernel's dev_t
  * (major << 20 | minor), not the userspace st_dev encoding. */

@@ -118,6 +118,17 @@ class RegionTable(Struct):
     ]
 
 
+class Control(Struct):
+    """struct mio_control"""
+
+    _fields_ = [
+        ("timed", ctypes.c_uint32),
+        ("cells_half", ctypes.c_uint32),
+        ("region_dev", ctypes.c_uint32 * MAX_REGION_FILES),
+        ("region_ino", ctypes.c_uint64 * MAX_REGION_FILES),
+    ]
+
+
 class FileOpKey(Struct):
     """struct file_op_key"""
 
@@ -291,6 +302,7 @@ class DropCounters(Struct):
 # the structs by their C name (for the BTF check)
 STRUCTS: dict[str, type[Struct]] = {
     "region_table": RegionTable,
+    "mio_control": Control,
     "file_op_key": FileOpKey,
     "stats_cell": StatsCell,
     "thread_name": ThreadName,

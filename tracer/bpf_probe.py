@@ -109,6 +109,8 @@ class BpfProbe:
         except BaseException:
             self._obj.close()
             raise
+        # the control line (struct mio_control), kept here and written whole
+        self._control = abi.Control()
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(cells_used - 1))
         if record_ring_bytes:
@@ -132,12 +134,7 @@ class BpfProbe:
             raise
         self._stats = _SwappedMaps(self._obj, "stats")
         # the stats table, where the cas programs use it (see _adapt)
-        self._cells = _SwappedMaps(self._obj, "cells") if self.features.atomics else None
-        self._cell_tables = (
-            {name: stats_cells.StatsCells(self._obj.map(name)) for name in ("cells_a", "cells_b")}
-            if self._cells
-            else {}
-        )
+        self._cells = stats_cells.StatsCells(self._obj.map("cells")) if self.features.atomics else None
         self._latency = _SwappedMaps(self._obj, "lat")
         self._pending = [self._obj.map("aio_pending"), self._obj.map("uring_pending")]
         self._aged_out = 0
@@ -172,7 +169,11 @@ class BpfProbe:
     def _set_timing(self) -> None:
         """Tell the exit programs that requests are timed: they read the thread's
         in-flight slot (its start stamp) from now on."""
-        self._obj.map("timing").update(ctypes.c_uint32(0), ctypes.c_uint32(1))
+        self._control.timed = 1
+        self._write_control()
+
+    def _write_control(self) -> None:
+        self._obj.map("control").update(ctypes.c_uint32(0), self._control)
 
     def add_server_files(self, files: list[FileIdentity]) -> None:
         """Files the server has open or mapped (from /proc): their pages written
@@ -267,13 +268,13 @@ class BpfProbe:
         """Fail loudly if probes/mysqlio.h and abi.py disagree."""
         expected = {
             "stats_a": (abi.FileOpKey, abi.FileOpStats),
-            "cells_a": (ctypes.c_uint32, abi.StatsCell),
+            "cells": (ctypes.c_uint32, abi.StatsCell),
             "names": (abi.FileId, abi.FileName),
             "threads": (ctypes.c_uint32, abi.ThreadName),
             "lat_a": (abi.LatKey, abi.LatHist),
             "aio_pending": (ctypes.c_uint64, abi.PendingIo),
             "regions": (ctypes.c_uint32, abi.RegionTable),
-            "timing": (ctypes.c_uint32, ctypes.c_uint32),
+            "control": (ctypes.c_uint32, abi.Control),
         }
         for name, (key_t, value_t) in expected.items():
             m = self._obj.map(name)
@@ -290,13 +291,25 @@ class BpfProbe:
             for r, rng in enumerate(regions.ranges[: abi.MAX_REGION_RANGES]):
                 slot = f * abi.MAX_REGION_RANGES + r
                 table.start[slot], table.end[slot], table.region[slot] = rng.start, rng.end, rng.region
+        # the table first: a request that finds its file in the control line
+        # then finds its ranges (the programs check the table names it too)
         self._obj.map("regions").update(ctypes.c_uint32(0), table)
+        for f in range(abi.MAX_REGION_FILES):
+            self._control.region_ino[f], self._control.region_dev[f] = table.ino[f], table.dev[f]
+        self._write_control()
         return True
 
     def drain(self) -> list[OpCount]:
         """Everything counted since the previous drain."""
-        rows = self._cell_tables[self._cells.swap().name].take() if self._cells else stats_cells.CELL_ROWS_NONE
-        more = self._stats.swap().drain(abi.FileOpKey, abi.FileOpStats)
+        full_half = self._control.cells_half
+        if self._cells:
+            self._control.cells_half ^= 1
+            self._write_control()
+        # the stats maps' swap waits for an RCU grace period, after the flip of the
+        # cells' half above: no program writes that half either once it returns
+        full = self._stats.swap()
+        rows = self._cells.take(full_half) if self._cells else stats_cells.CELL_ROWS_NONE
+        more = full.drain(abi.FileOpKey, abi.FileOpStats)
         return [_op_count(key, counts) for key, counts in stats_cells.merged(rows, more).items()]
 
     def drain_latency(self) -> list[LatencyRow]:
@@ -374,8 +387,9 @@ class BpfProbe:
         self._names.delete(_file_key(file))
 
     def close(self) -> None:
-        for table in getattr(self, "_cell_tables", {}).values():
-            table.close()
+        cells = getattr(self, "_cells", None)
+        if cells:
+            cells.close()
         self._obj.close()
 
     def __enter__(self) -> BpfProbe:

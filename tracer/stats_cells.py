@@ -1,10 +1,11 @@
 """The stats table (probes/mysqlio.bpf.c, struct stats_cell): read and emptied through mmap.
 
 The cas programs keep their rows in an open-addressed BPF array of one cache line per
-row (a hash map row costs two to three cold lines per request; issue 19). Like the hash
-maps, two tables sit behind a one-slot map-in-map and are swapped at each drain: the
-full one, which no program writes any more, is read here from its shared mapping and
-its used cells are zeroed in place, without a syscall per row.
+row (a hash map row costs two to three cold lines per request; issue 19). The array has
+two halves, and the programs write the one the control line names (struct mio_control);
+each drain flips it, and the full half, which no program writes any more, is read here
+from its shared mapping and its used cells are zeroed in place, without a syscall per
+row.
 """
 
 from __future__ import annotations
@@ -25,19 +26,23 @@ _BYTES_AT, _OPS_AT, _ERRORS_AT = (CELL.names.index(f) for f in ("bytes", "ops", 
 
 
 class StatsCells:
-    """The cells of one BPF_F_MMAPABLE array of struct stats_cell."""
+    """The cells of the BPF_F_MMAPABLE array of struct stats_cell: two halves of
+    STATS_CELLS cells."""
 
     def __init__(self, table: BpfMap) -> None:
+        if table.max_entries != 2 * abi.STATS_CELLS:
+            raise AssertionError(f"the stats table has {table.max_entries} cells, not 2 x {abi.STATS_CELLS}")
         size = table.max_entries * CELL.itemsize
         self._map = mmap.mmap(table.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.cells = np.frombuffer(self._map, dtype=CELL)
 
-    def take(self) -> np.ndarray:
-        """The rows held (a copy), their cells freed. The table must be quiescent:
-        out of the slot since the kernel's RCU grace period."""
-        used = self.cells["state"] != abi.Cell.FREE
-        rows = self.cells[used & (self.cells["state"] == abi.Cell.READY)]
-        self.cells[used] = np.zeros(1, dtype=CELL)
+    def take(self, half: int) -> np.ndarray:
+        """The rows held in `half` (a copy), their cells freed. The half must be
+        quiescent: out of the control line since the kernel's RCU grace period."""
+        cells = self.cells[half * abi.STATS_CELLS : (half + 1) * abi.STATS_CELLS]
+        used = cells["state"] != abi.Cell.FREE
+        rows = cells[used & (cells["state"] == abi.Cell.READY)]
+        cells[used] = np.zeros(1, dtype=CELL)
         return rows
 
     def close(self) -> None:

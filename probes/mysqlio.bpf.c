@@ -1799,6 +1799,33 @@ static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs 
 	return on_sys_exit_entered(ret, cas);
 }
 
+/* Where a task's entry registers lie past its stack page (task_pt_regs: a
+ * constant of the kernel's build, THREAD_SIZE less a padding and the struct),
+ * learnt from the first bpf_task_pt_regs call; 0 until then. */
+__u64 regs_offset = 0;
+
+/* The registers the current task entered the kernel with. A cast program
+ * (6.2) finds them at regs_offset past its stack page, read as a BTF pointer:
+ * bpf_task_pt_regs cost 60 ns a call (6.18, issue 19: tools/ab_objects.py),
+ * a third of untimed top's in-kernel time beyond the floor, where its
+ * address costs one load. */
+static __always_inline struct pt_regs *entry_regs(struct task_struct *task, const bool cast)
+{
+	struct pt_regs *regs;
+	__u64 off;
+
+	if (cast) {
+		off = regs_offset;
+		if (off)
+			return bpf_rdonly_cast((void *)((__u64)task->stack + off),
+					       bpf_core_type_id_kernel(struct pt_regs));
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (cast && regs)
+		regs_offset = (__u64)regs - (__u64)task->stack;
+	return regs;
+}
+
 /* a per-syscall exit tracepoint: attached only to the exits of the I/O syscalls */
 static __always_inline int exit_tracepoint(struct trace_event_raw_sys_exit *ctx, const bool cas, const bool cast)
 {
@@ -1811,7 +1838,7 @@ static __always_inline int exit_tracepoint(struct trace_event_raw_sys_exit *ctx,
 		return on_sys_exit_entered(ctx->ret, cas);
 	/* the task read once, for its registers and later its fd table */
 	task = bpf_get_current_task_btf();
-	return on_sys_exit(ctx->ret, cas, (struct pt_regs *)bpf_task_pt_regs(task), task, (__u32)id, cast);
+	return on_sys_exit(ctx->ret, cas, entry_regs(task, cast), task, (__u32)id, cast);
 }
 
 SEC("tracepoint")

@@ -1,9 +1,10 @@
 """The eBPF backend: load mysqlio.bpf.o for one pid and drain its counts (a `probe.Probe`).
 
-Each `drain()` swaps the active stats map (stats_a <-> stats_b) in the
-one-slot map-in-map. The kernel waits for an RCU grace period on that update,
-so when it returns no program still writes the old map, which is then read and
-emptied: counts are never lost between read and reset.
+Each `drain()` flips the stats table's half in the control line, then swaps the
+active stats map (stats_a <-> stats_b) in the one-slot map-in-map. The kernel
+waits for an RCU grace period on that update, so when it returns no program still
+writes the old half or the old map, which are then read and emptied: counts are
+never lost between read and reset.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -55,3 +58,23 @@ def test_cells_in_use_default_to_all(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bpf_probe.stats_cells_used() == abi.STATS_CELLS
     monkeypatch.setenv(bpf_probe.STATS_CELLS_ENV, "4")
     assert bpf_probe.stats_cells_used() == 4
+
+
+@pytest.mark.bpf
+def test_each_drain_takes_the_half_written_since_the_last(bpf_ready: None, tmp_path: Path) -> None:
+    """The programs write the half the control line names; each drain flips it and
+    takes the other: the writes between two drains are in that drain alone, through
+    both halves twice (a half taken and zeroed is written again)."""
+    fd = os.open(tmp_path / "data", os.O_RDWR | os.O_CREAT, 0o600)
+    ino = os.fstat(fd).st_ino
+    try:
+        with bpf_probe.BpfProbe(os.getpid(), page_cache=False, timed=False) as probe:
+            assert probe.features.atomics  # this machine's kernel has the table
+            got = []
+            for n in (3, 5, 0, 2, 7):
+                for i in range(n):
+                    os.pwrite(fd, b"x" * 100, i * 100)
+                got.append([(r.ops, r.bytes) for r in probe.drain() if r.file.ino == ino])
+            assert got == [[(3, 300)], [(5, 500)], [], [(2, 200)], [(7, 700)]]
+    finally:
+        os.close(fd)

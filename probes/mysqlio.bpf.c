@@ -1821,8 +1821,15 @@ static __always_inline struct pt_regs *entry_regs(struct task_struct *task, cons
 					       bpf_core_type_id_kernel(struct pt_regs));
 	}
 	regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (cast && regs)
-		regs_offset = (__u64)regs - (__u64)task->stack;
+	if (cast && regs) {
+		/* the pointer read back as a number: the verifier of 6.12 refuses
+		 * arithmetic between a pointer and an unbounded register ("math
+		 * between ptr_ pointer and register with unbounded min value") */
+		__u64 addr = 0;
+
+		bpf_probe_read_kernel(&addr, sizeof(addr), &regs);
+		regs_offset = addr - (__u64)task->stack;
+	}
 	return regs;
 }
 

@@ -432,11 +432,14 @@ static __always_inline __u32 current_tid(void)
 	return (__u32)bpf_get_current_pid_tgid();
 }
 
+static __always_inline bool is_target_tgid(__u32 tgid)
+{
+	return !targ_tgid || tgid == targ_tgid;
+}
+
 static __always_inline bool is_target(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	return !targ_tgid || tgid == targ_tgid;
+	return is_target_tgid(bpf_get_current_pid_tgid() >> 32);
 }
 
 /* bpf_get_current_task_btf (5.11) gives a BTF pointer whose fields are plain
@@ -469,17 +472,21 @@ static __always_inline struct file **fd_slot(__u32 fd)
 	return &BPF_CORE_READ(fdt, fd)[fd];
 }
 
-/* The struct file an fd of the current task names, or NULL. The fd array
- * holds untyped pointers, hence one probe read. */
-static struct file *fd_to_file(__u32 fd)
+/* The struct file an fd array's slot holds, or NULL. The array holds
+ * untyped pointers, hence one probe read. */
+static __always_inline struct file *slot_file(struct file **slot)
 {
-	struct file **slot = fd_slot(fd);
 	struct file *file = NULL;
 
-	if (!slot)
-		return NULL;
-	bpf_probe_read_kernel(&file, sizeof(file), slot);
+	if (slot)
+		bpf_probe_read_kernel(&file, sizeof(file), slot);
 	return file;
+}
+
+/* The struct file an fd of the current task names, or NULL. */
+static struct file *fd_to_file(__u32 fd)
+{
+	return slot_file(fd_slot(fd));
 }
 
 /* This thread's in-flight syscall: its task storage, or its row of the
@@ -664,13 +671,8 @@ static __always_inline struct file *fd_file(__u32 fd, const bool cast)
 static __always_inline struct file *fd_file_of(struct task_struct *task, __u32 fd, const bool cast)
 {
 	struct file **slot = fd_slot_of(task, fd);
-	struct file *file = NULL;
 
-	if (cast)
-		return slot_file_cast(slot);
-	if (slot)
-		bpf_probe_read_kernel(&file, sizeof(file), slot);
-	return file;
+	return cast ? slot_file_cast(slot) : slot_file(slot);
 }
 
 /* Remember the path of a file userspace may never see open (it can be
@@ -1784,7 +1786,7 @@ static __always_inline __u64 target_id(void)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 
-	return !targ_tgid || (__u32)(id >> 32) == targ_tgid ? id : 0;
+	return is_target_tgid(id >> 32) ? id : 0;
 }
 
 /* A traced syscall returns. From 5.15 (targ_args_at_exit) its arguments

@@ -47,7 +47,8 @@
 #define NR_pwritev2 328
 #define NR_io_pgetevents 333
 #define NR_msync 26
-#define SYSCALL_NR(regs) ((regs)->orig_ax)
+#define SYSCALL_NR_FIELD orig_ax
+#define SYSCALL_NR(regs) ((regs)->SYSCALL_NR_FIELD)
 #elif defined(__TARGET_ARCH_arm64)
 #define NR_io_submit 2
 #define NR_io_getevents 4
@@ -66,7 +67,8 @@
 #define NR_sync_file_range 84
 #define NR_preadv2 286
 #define NR_pwritev2 287
-#define SYSCALL_NR(regs) ((regs)->syscallno)
+#define SYSCALL_NR_FIELD syscallno
+#define SYSCALL_NR(regs) ((regs)->SYSCALL_NR_FIELD)
 #else
 #error "mysqlio supports x86_64 and arm64"
 #endif

@@ -37,8 +37,11 @@ struct {
 	__type(value, __u8);
 } flushers SEC(".maps");
 
+/* Per CPU: every bio of every device counts here, and a row shared by the
+ * CPUs moved its line between them at each bio (11.8 on 6.18, issue 19:
+ * tools/ab_objects.py). Userspace sums the CPUs' values. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, MAX_DEV_ROWS);
 	__type(key, struct dev_key);
 	__type(value, struct dev_stats);
@@ -95,9 +98,31 @@ static __always_inline __u32 disk_dev_btf(struct gendisk *disk)
 
 static __always_inline __u32 task_flags(void)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task;
 
+	/* a BTF pointer's field is a plain load, where the kernel gives one
+	 * (bpf_get_current_task_btf, 5.11: implied by targ_task_storage, 5.13) */
+	if (targ_task_storage)
+		return bpf_get_current_task_btf()->flags;
+	task = (struct task_struct *)bpf_get_current_task();
 	return BPF_CORE_READ(task, flags);
+}
+
+/* The number of the syscall the current task is in (targ_args_at_exit):
+ * one probe read at regs_offset past its stack page once an exit program
+ * learnt it, else through bpf_task_pt_regs (60 ns a call on 6.18, issue 19) */
+static __always_inline long current_syscall_nr(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 off = regs_offset, regs;
+	long nr = -1;
+
+	/* both ways end in the one probe read: a plain load of the registers'
+	 * field on one way only was merged by the compiler with the read of
+	 * nr ("same insn cannot be used with different pointers", 6.18) */
+	regs = off ? (__u64)task->stack + off : (__u64)task_regs();
+	bpf_probe_read_kernel(&nr, sizeof(nr), (void *)(regs + bpf_core_field_offset(struct pt_regs, SYSCALL_NR_FIELD)));
+	return nr;
 }
 
 static __always_inline bool remember_server_file(__u32 dev, __u64 ino)
@@ -296,7 +321,7 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 			if (task_flags() & PF_IO_WORKER) {
 				key->api = MIO_API_IO_URING;
 			} else {
-				nr = SYSCALL_NR(task_regs());
+				nr = current_syscall_nr();
 				if (nr == NR_io_submit)
 					key->api = MIO_API_LIBAIO;
 				else if ((op = syscall_op(nr)) >= 0)

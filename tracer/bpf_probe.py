@@ -343,7 +343,7 @@ class BpfProbe:
         bios by owner, and what each disk they went to completed (the kernel's counters)."""
         if not self._disks:
             return []
-        bios = [_device_count(k, v) for k, v in self._devstats.items(abi.DevKey, abi.DevStats)]
+        bios = [_device_count(k, v) for k, v in self._devstats.items_summed(abi.DevKey, abi.DevStats)]
         return bios + self._disks.since_start(c.dev for c in bios)
 
     def drops(self) -> Drops:

@@ -14,7 +14,7 @@ import os
 import platform
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from . import verifier_log
 from .errors import BpfError
@@ -81,6 +81,7 @@ class _Lib:
             "bpf_program__set_attach_target": (i, [vp, i, cp]),
             "libbpf_probe_bpf_helper": (i, [i, i, vp]),
             "libbpf_probe_bpf_map_type": (i, [i, vp]),
+            "libbpf_num_possible_cpus": (i, []),
             "bpf_prog_load": (i, [i, cp, cp, vp, ctypes.c_size_t, vp]),
             "bpf_map__initial_value": (vp, [vp, ctypes.POINTER(ctypes.c_size_t)]),
             "bpf_program__name": (cp, [vp]),
@@ -162,6 +163,9 @@ def _print_to_log(level: int, fmt: bytes, va_list: int) -> int:
 _print_cb = _PRINT_FN(_print_to_log)
 
 
+Ctype = TypeVar("Ctype", bound=ctypes.Structure)
+
+
 def _get() -> _Lib:
     global _lib
     if _lib is None:
@@ -219,6 +223,21 @@ class BpfMap:
             value = value_type()
             if self.lookup(key, value):  # gone between the two calls: skipped
                 out.append((key, value))
+        return out
+
+    def items_summed(self, key_type: type[Any], value_type: type[Ctype]) -> list[tuple[Any, Ctype]]:
+        """Every (key, value) of a per-CPU map now, left in place, each value its
+        CPUs' sum (counters: value_type's fields all integers)."""
+        cpus = possible_cpus()
+        out = []
+        for key in self.keys(key_type):
+            per_cpu = (value_type * cpus)()
+            if not self.lookup(key, per_cpu):  # gone between the two calls: skipped
+                continue
+            total = value_type()
+            for field, *_ in value_type._fields_:
+                setattr(total, field, sum(getattr(value, field) for value in per_cpu))
+            out.append((key, total))
         return out
 
     def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
@@ -545,6 +564,14 @@ class BtfTypes:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def possible_cpus() -> int:
+    """The CPUs a per-CPU map holds a value for (libbpf's count of /sys's possible CPUs)."""
+    count = _get().lib.libbpf_num_possible_cpus()
+    if count <= 0:
+        raise BpfError(f"possible CPUs: {os.strerror(-count) if count < 0 else 'none'}")
+    return count
 
 
 def read_btf(path: str = "/sys/kernel/btf/vmlinux") -> BtfTypes:

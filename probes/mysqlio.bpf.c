@@ -618,9 +618,9 @@ static __always_inline struct file *file_btf(const struct file *untyped)
 	return bpf_rdonly_cast(untyped, bpf_core_type_id_kernel(struct file));
 }
 
-/* file_ref_of through bpf_rdonly_cast: the same fields, as plain loads (a
- * probe read costs ~25 ns here; the untimed exit path makes three). */
-static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref *ref)
+/* file_ref_seen through bpf_rdonly_cast: the same fields, as plain loads (a
+ * probe read costs ~25 ns here; file_ref_seen makes three). */
+static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref *ref, struct inode_seen *seen)
 {
 	struct file *file;
 	struct inode *inode;
@@ -631,6 +631,11 @@ static __always_inline bool file_ref_cast(struct file *untyped, struct file_ref 
 		return false;
 	file = file_btf(untyped);
 	inode = file->f_inode;
+	if (seen) {
+		seen->inode = inode;
+		seen->sb = inode->i_sb;
+		seen->ino = inode->i_ino;
+	}
 	mode = inode->i_mode & S_IFMT;
 	if (!is_storage_mode(mode))
 		return false;
@@ -1573,7 +1578,7 @@ static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, s
 	/* a miss: the identity read in full, its inode kept from that same read
 	 * (all zero if the read failed: the next call then misses too) */
 	call->last_file = NULL; /* invalid while it is replaced */
-	call->last_storage = file_ref_seen(f, file, SCRATCH_EXIT, &seen);
+	call->last_storage = cast ? file_ref_cast(f, file, &seen) : file_ref_seen(f, file, SCRATCH_EXIT, &seen);
 	call->last_inode = seen.inode;
 	call->last_sb = seen.sb;
 	call->last_ino = seen.ino;
@@ -1702,7 +1707,7 @@ static __always_inline int account_untimed(struct syscall_args *a, long ret, str
 		return 0;
 	syscall_args_of(regs, a);
 	f = fd_file_of(task, a->arg[0], cast);
-	if (cast ? !file_ref_cast(f, &file) : !file_ref_of(f, &file, SCRATCH_EXIT))
+	if (cast ? !file_ref_cast(f, &file, NULL) : !file_ref_of(f, &file, SCRATCH_EXIT))
 		return 0;
 	offset = syscall_offset_arg(a, &at_pos);
 	request_region(&file, op, at_pos, offset, ret, cast);

@@ -10,10 +10,10 @@ Starts one benchmark server (MYSQLIO_BENCH_CONFIGS picks it, as in tools/bench.p
 each object in turn, interleaved (the order rotates each round), with
 kernel.bpf_stats_enabled. Prints, per variant and object, the median ns per traced
 request and the tracer's own CPU, the median of the per-round ratios to the first object,
-each program's median ns per run and its share per traced request, and each variant over
-the first variant, round by round (one object and several variants compares tracers:
---variants floor,top,top-lat,record). For changes to the probes: measure before and after
-in one run, on the same server and load.
+each program's median ns per run, its share per traced request and its runs per request,
+and each variant over the first variant, round by round (one object and several variants
+compares tracers: --variants floor,top,top-lat,record). For changes to the probes: measure
+before and after in one run, on the same server and load.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def main() -> int:
     per_request: dict[tuple[str, str], list[float]] = {}
     per_program: dict[tuple[str, str, str], list[float]] = {}
     program_share: dict[tuple[str, str, str], list[float]] = {}  # a program's ns per traced request
+    program_rate: dict[tuple[str, str, str], list[float]] = {}  # its runs per traced request
     cpu_percent: dict[tuple[str, str], list[float]] = {}  # the tracer process's own CPU
     (config, *_) = chosen_configs()
     with started(config) as server, tempfile.TemporaryDirectory() as tmp, bpf_stats_enabled():
@@ -89,6 +90,7 @@ def main() -> int:
                         if cnt:
                             per_program.setdefault((variant, name, prog), []).append(pns / cnt)
                             program_share.setdefault((variant, name, prog), []).append(pns / max(requests, 1))
+                            program_rate.setdefault((variant, name, prog), []).append(cnt / max(requests, 1))
                     print(f"round {r + 1} {variant} {name}: {ns / max(requests, 1):,.0f} ns/request", flush=True)
     ref = names[0]
     for variant in variants:
@@ -102,13 +104,15 @@ def main() -> int:
                 line += f"  ÷ {ref}: {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
             print(line)
         for prog in sorted({p for (v, _, p) in per_program if v == variant}):
-            cells, shares = [], []
+            columns: list[list[str]] = [[], [], []]
             for name in names:
-                runs = per_program.get((variant, name, prog))
-                cells.append(f"{statistics.median(runs):>7,.0f}" if runs else f"{'-':>7}")
-                share = program_share.get((variant, name, prog))
-                shares.append(f"{statistics.median(share):>7,.0f}" if share else f"{'-':>7}")
-            print(f"    {prog:28} ns/run: {'  '.join(cells)}   ns/request: {'  '.join(shares)}")
+                for column, table, form in zip(
+                    columns, (per_program, program_share, program_rate), ("7,.0f", "7,.0f", "7.2f"), strict=True
+                ):
+                    values = table.get((variant, name, prog))
+                    column.append(f"{statistics.median(values):{form}}" if values else f"{'-':>7}")
+            runs, shares, rates = ("  ".join(column) for column in columns)
+            print(f"    {prog:28} ns/run: {runs}   ns/request: {shares}   runs/request: {rates}")
     # each variant over the first, round by round, for each object
     for name in names:
         first = per_request[(variants[0], name)]

@@ -186,6 +186,21 @@ enum call_kind { CALL_FD = 0, CALL_MSYNC = 1, CALL_IO_SUBMIT = 2, CALL_IO_GETEVE
  * 10.11 (tools/ab_objects.py, issue 19): the lookup costs about as much at
  * exit as at entry; the slot filled in place and the cache of the last file
  * cut the in-kernel time per request by 6 % (top) and 12 % (record). */
+/* A file a thread's fd syscalls named lately (struct inflight's last) */
+struct last_file {
+	struct file *file;
+	struct inode *inode;
+	struct super_block *sb;
+	__u64 ino;
+	__u32 dev;
+	__u8 storage; /* the file is storage (else not accounted) */
+	__u8 pad[3];
+};
+
+/* Files kept per thread: a committing thread of MariaDB 11.8 alternates the
+ * binlog and the redo log (one kept: a miss at almost every call) */
+#define LAST_FILES 2
+
 struct inflight {
 	__u64 ts_ns;       /* entry */
 	__s64 offset;      /* CALL_FD: the offset argument, or -1 (none, or at_pos) */
@@ -199,13 +214,13 @@ struct inflight {
 	__u8 op;           /* CALL_FD, CALL_MSYNC: enum mio_op */
 	__u8 at_pos;       /* CALL_FD: acts at the file position (read at exit) */
 	__u8 active;       /* set last at entry, cleared at exit */
-	__u8 last_storage; /* the last file is storage (else not accounted) */
-	__u8 pad;
+	__u8 pad[2];
 	__u16 sysno;       /* the syscall stamped at entry (targ_args_at_exit) */
 	__u8 pad1[4];
-	/* The last file this thread's fd syscalls named, kept across calls
-	 * while requests are timed (untimed, no slot is read: account_untimed):
-	 * its identity is taken again while the fd names the same struct file
+	/* The last files this thread's fd syscalls named, the most recent
+	 * first, kept across calls while requests are timed (untimed, no slot
+	 * is read: account_untimed): a file's identity is taken again while
+	 * the fd names the same struct file
 	 * with the same inode (pointer, number and super block), which skips
 	 * reading the inode's and super block's heads; record, which reads no
 	 * per-interval counts, then makes no stats row either. A struct file
@@ -213,12 +228,7 @@ struct inflight {
 	 * a comparison: the identity (s_dev, i_ino) is that of the same super
 	 * block and number (files are SLAB_TYPESAFE_BY_RCU since 6.7: their
 	 * reuse is quick). */
-	struct file *last_file;
-	struct inode *last_inode;
-	struct super_block *last_sb;
-	__u64 last_ino;
-	__u32 last_dev;
-	__u32 pad2;
+	struct last_file last[LAST_FILES];
 };
 
 /* Task-local storage: found from the task without hashing or locking (a hash
@@ -1535,56 +1545,68 @@ static __always_inline void complete_aio(struct inflight *call, long ret, const 
 	}
 }
 
-/* The file is still the thread's last file (see struct inflight): the same
- * struct file, inode pointer, inode number and super block. cast: read
- * through bpf_rdonly_cast (plain loads), else probe reads. */
-static __always_inline bool is_last_file(const struct inflight *call, struct file *f, const bool cast)
+/* f is still the file `last` holds (see struct inflight): the same struct
+ * file, inode pointer, inode number and super block. cast: read through
+ * bpf_rdonly_cast (plain loads), else probe reads. */
+static __always_inline bool is_last_file(const struct last_file *last, struct file *f, const bool cast)
 {
 	struct file *typed;
 	struct inode *inode;
 
-	if (f != call->last_file)
+	if (f != last->file)
 		return false;
 	if (cast) {
 		typed = file_btf(f);
 		inode = typed->f_inode;
-		return inode == call->last_inode && inode->i_ino == call->last_ino && inode->i_sb == call->last_sb;
+		return inode == last->inode && inode->i_ino == last->ino && inode->i_sb == last->sb;
 	}
 	inode = BPF_CORE_READ(f, f_inode);
-	return inode == call->last_inode && BPF_CORE_READ(inode, i_ino) == call->last_ino &&
-	       BPF_CORE_READ(inode, i_sb) == call->last_sb;
+	return inode == last->inode && BPF_CORE_READ(inode, i_ino) == last->ino &&
+	       BPF_CORE_READ(inode, i_sb) == last->sb;
 }
 
 /* The identity of the file a thread's fd syscall named, through the
- * thread's cache of its last file (see struct inflight); *same says whether
- * it was that file. */
+ * thread's cache of its last files (see struct inflight); *same says whether
+ * it was one of them. */
 static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, struct file_ref *file,
 					const bool cast, bool *same)
 {
 	struct inode_seen seen = {};
+	struct last_file *last = &call->last[0];
+	struct last_file older;
 
 	*same = false;
 	if (!f)
 		return false;
-	if (is_last_file(call, f, cast)) {
+	if (is_last_file(last, f, cast)) {
 		*same = true;
-		if (!call->last_storage)
+	} else if (is_last_file(&call->last[1], f, cast)) {
+		/* the older one is named again: it becomes the most recent */
+		older = call->last[1];
+		call->last[1] = *last;
+		*last = older;
+		*same = true;
+	}
+	if (*same) {
+		if (!last->storage)
 			return false;
 		file->file = f;
-		file->ino = call->last_ino;
-		file->dev = call->last_dev;
+		file->ino = last->ino;
+		file->dev = last->dev;
 		return true;
 	}
-	/* a miss: the identity read in full, its inode kept from that same read
-	 * (all zero if the read failed: the next call then misses too) */
-	call->last_file = NULL; /* invalid while it is replaced */
-	call->last_storage = cast ? file_ref_cast(f, file, &seen) : file_ref_seen(f, file, SCRATCH_EXIT, &seen);
-	call->last_inode = seen.inode;
-	call->last_sb = seen.sb;
-	call->last_ino = seen.ino;
-	call->last_dev = call->last_storage ? file->dev : 0;
-	call->last_file = f;
-	return call->last_storage;
+	/* a miss: the older one goes, the most recent moves down, and the
+	 * identity is read in full, its inode kept from that same read (all
+	 * zero if the read failed: the next call then misses too) */
+	call->last[1] = *last;
+	last->file = NULL; /* invalid while it is replaced */
+	last->storage = cast ? file_ref_cast(f, file, &seen) : file_ref_seen(f, file, SCRATCH_EXIT, &seen);
+	last->inode = seen.inode;
+	last->sb = seen.sb;
+	last->ino = seen.ino;
+	last->dev = last->storage ? file->dev : 0;
+	last->file = f;
+	return last->storage;
 }
 
 /* Where a request of op on file acted (its offset argument, or, at_pos,

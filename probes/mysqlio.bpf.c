@@ -177,15 +177,6 @@ static __always_inline void count_unmatched(void)
 
 enum call_kind { CALL_FD = 0, CALL_MSYNC = 1, CALL_IO_SUBMIT = 2, CALL_IO_GETEVENTS = 3 };
 
-/* What sys_enter learnt, kept until sys_exit of the same thread, written in
- * place (no copy through the stack): with targ_args_at_exit only the time and
- * syscall number (the exit fills the rest from the registers), else the
- * arguments too. A read/write/sync syscall keeps its fd:
- * the file it names is looked up at exit, not at entry, where the thread's
- * last file (below) spares most of the lookup. Measured on 6.18 with MariaDB
- * 10.11 (tools/ab_objects.py, issue 19): the lookup costs about as much at
- * exit as at entry; the slot filled in place and the cache of the last file
- * cut the in-kernel time per request by 6 % (top) and 12 % (record). */
 /* A file a thread's fd syscalls named lately (struct inflight's last) */
 struct last_file {
 	struct file *file;
@@ -198,9 +189,19 @@ struct last_file {
 };
 
 /* Files kept per thread: a committing thread of MariaDB 11.8 alternates the
- * binlog and the redo log (one kept: a miss at almost every call) */
+ * binlog and the redo log: with one kept, a miss at almost every call (11.8
+ * record x0.94 with two, tools/ab_objects.py, issue 19) */
 #define LAST_FILES 2
 
+/* What sys_enter learnt, kept until sys_exit of the same thread, written in
+ * place (no copy through the stack): with targ_args_at_exit only the time and
+ * syscall number (the exit fills the rest from the registers), else the
+ * arguments too. A read/write/sync syscall keeps its fd:
+ * the file it names is looked up at exit, not at entry, where the thread's
+ * last files (below) spare most of the lookup. Measured on 6.18 with MariaDB
+ * 10.11 (tools/ab_objects.py, issue 19): the lookup costs about as much at
+ * exit as at entry; the slot filled in place and the cache of the last file
+ * cut the in-kernel time per request by 6 % (top) and 12 % (record). */
 struct inflight {
 	__u64 ts_ns;       /* entry */
 	__s64 offset;      /* CALL_FD: the offset argument, or -1 (none, or at_pos) */

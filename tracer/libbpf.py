@@ -228,6 +228,9 @@ class BpfMap:
     def items_summed(self, key_type: type[Any], value_type: type[Ctype]) -> list[tuple[Any, Ctype]]:
         """Every (key, value) of a per-CPU map now, left in place, each value its
         CPUs' sum (counters: value_type's fields all integers)."""
+        # the kernel copies each CPU's value at a multiple of 8 bytes
+        if ctypes.sizeof(value_type) % 8:
+            raise ValueError(f"{value_type.__name__}: a per-CPU value must be a multiple of 8 bytes")
         cpus = possible_cpus()
         out = []
         for key in self.keys(key_type):

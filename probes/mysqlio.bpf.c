@@ -177,12 +177,19 @@ static __always_inline void count_unmatched(void)
 
 enum call_kind { CALL_FD = 0, CALL_MSYNC = 1, CALL_IO_SUBMIT = 2, CALL_IO_GETEVENTS = 3 };
 
-/* A file a thread's fd syscalls named lately (struct inflight's last) */
-struct last_file {
-	struct file *file;
+/* What file_ref_seen read of a file's inode, storage or not, for a caller
+ * that caches the file's identity (fd_file_ref): all zero if it read none. */
+struct inode_seen {
 	struct inode *inode;
 	struct super_block *sb;
 	__u64 ino;
+};
+
+/* A file a thread's fd syscalls named lately (struct inflight's last): its
+ * inode as read when it entered, filled in place (no copy on the stack) */
+struct last_file {
+	struct inode_seen seen;
+	struct file *file;
 	__u32 dev;
 	__u8 storage; /* the file is storage (else not accounted) */
 	__u8 pad[3];
@@ -190,7 +197,8 @@ struct last_file {
 
 /* Files kept per thread: a committing thread of MariaDB 11.8 alternates the
  * binlog and the redo log: with one kept, a miss at almost every call (11.8
- * record x0.94 with two, tools/ab_objects.py, issue 19) */
+ * record x0.94 with two, tools/ab_objects.py, issue 19). Two: fd_file_ref
+ * tells the newest from the other by one bit. */
 #define LAST_FILES 2
 
 /* What sys_enter learnt, kept until sys_exit of the same thread, written in
@@ -215,11 +223,11 @@ struct inflight {
 	__u8 op;           /* CALL_FD, CALL_MSYNC: enum mio_op */
 	__u8 at_pos;       /* CALL_FD: acts at the file position (read at exit) */
 	__u8 active;       /* set last at entry, cleared at exit */
-	__u8 pad[2];
+	__u8 last_newest;  /* which of last[] the thread named most recently */
+	__u8 pad;
 	__u16 sysno;       /* the syscall stamped at entry (targ_args_at_exit) */
 	__u8 pad1[4];
-	/* The last files this thread's fd syscalls named, the most recent
-	 * first, kept across calls while requests are timed (untimed, no slot
+	/* The last files this thread's fd syscalls named, kept across calls while requests are timed (untimed, no slot
 	 * is read: account_untimed): a file's identity is taken again while
 	 * the fd names the same struct file
 	 * with the same inode (pointer, number and super block), which skips
@@ -564,14 +572,6 @@ static __always_inline bool is_pseudo_fs(__u64 magic)
 	return magic == PROC_SUPER_MAGIC || magic == SYSFS_MAGIC || magic == CGROUP_SUPER_MAGIC ||
 	       magic == CGROUP2_SUPER_MAGIC;
 }
-
-/* What file_ref_seen read of a file's inode, storage or not, for a caller
- * that caches the file's identity (fd_file_ref): all zero if it read none. */
-struct inode_seen {
-	struct inode *inode;
-	struct super_block *sb;
-	__u64 ino;
-};
 
 /* Fill ref for a file that is storage (is_storage_mode, not is_pseudo_fs).
  * Every field is read here once, so the exit path reads none. seen,
@@ -1559,11 +1559,11 @@ static __always_inline bool is_last_file(const struct last_file *last, struct fi
 	if (cast) {
 		typed = file_btf(f);
 		inode = typed->f_inode;
-		return inode == last->inode && inode->i_ino == last->ino && inode->i_sb == last->sb;
+		return inode == last->seen.inode && inode->i_ino == last->seen.ino && inode->i_sb == last->seen.sb;
 	}
 	inode = BPF_CORE_READ(f, f_inode);
-	return inode == last->inode && BPF_CORE_READ(inode, i_ino) == last->ino &&
-	       BPF_CORE_READ(inode, i_sb) == last->sb;
+	return inode == last->seen.inode && BPF_CORE_READ(inode, i_ino) == last->seen.ino &&
+	       BPF_CORE_READ(inode, i_sb) == last->seen.sb;
 }
 
 /* The identity of the file a thread's fd syscall named, through the
@@ -1572,39 +1572,39 @@ static __always_inline bool is_last_file(const struct last_file *last, struct fi
 static __always_inline bool fd_file_ref(struct inflight *call, struct file *f, struct file_ref *file,
 					const bool cast, bool *same)
 {
-	struct inode_seen seen = {};
-	struct last_file *last = &call->last[0];
-	struct last_file older;
+	struct last_file *last;
+	__u32 newest = call->last_newest & 1;
 
 	*same = false;
 	if (!f)
 		return false;
-	if (is_last_file(last, f, cast)) {
-		*same = true;
-	} else if (is_last_file(&call->last[1], f, cast)) {
-		/* the older one is named again: it becomes the most recent */
-		older = call->last[1];
-		call->last[1] = *last;
-		*last = older;
-		*same = true;
+	last = &call->last[newest];
+	if (!is_last_file(last, f, cast)) {
+		/* the other one: named again, it becomes the newest; else it is
+		 * replaced. No copy between the two: a copy's stack took the
+		 * exit's call chain past the verifier's 512 bytes on 6.1
+		 * ("combined stack size of 4 calls is 544") */
+		newest ^= 1;
+		last = &call->last[newest];
+		call->last_newest = newest;
+		if (!is_last_file(last, f, cast))
+			goto miss;
 	}
-	if (*same) {
-		if (!last->storage)
-			return false;
-		file->file = f;
-		file->ino = last->ino;
-		file->dev = last->dev;
-		return true;
-	}
-	/* a miss: the older one goes, the most recent moves down, and the
-	 * identity is read in full, its inode kept from that same read (all
+	*same = true;
+	if (!last->storage)
+		return false;
+	file->file = f;
+	file->ino = last->seen.ino;
+	file->dev = last->dev;
+	return true;
+miss:
+	/* the identity read in full, its inode kept from that same read (all
 	 * zero if the read failed: the next call then misses too) */
-	call->last[1] = *last;
 	last->file = NULL; /* invalid while it is replaced */
-	last->storage = cast ? file_ref_cast(f, file, &seen) : file_ref_seen(f, file, SCRATCH_EXIT, &seen);
-	last->inode = seen.inode;
-	last->sb = seen.sb;
-	last->ino = seen.ino;
+	last->seen.inode = NULL;
+	last->seen.sb = NULL;
+	last->seen.ino = 0;
+	last->storage = cast ? file_ref_cast(f, file, &last->seen) : file_ref_seen(f, file, SCRATCH_EXIT, &last->seen);
 	last->dev = last->storage ? file->dev : 0;
 	last->file = f;
 	return last->storage;

@@ -227,10 +227,10 @@ struct inflight {
 	__u8 pad;
 	__u16 sysno;       /* the syscall stamped at entry (targ_args_at_exit) */
 	__u8 pad1[4];
-	/* The last files this thread's fd syscalls named, kept across calls while requests are timed (untimed, no slot
-	 * is read: account_untimed): a file's identity is taken again while
-	 * the fd names the same struct file
-	 * with the same inode (pointer, number and super block), which skips
+	/* The last files this thread's fd syscalls named, kept across calls
+	 * while requests are timed (untimed, no slot is read: account_untimed):
+	 * a file's identity is taken again while the fd names the same struct
+	 * file with the same inode (pointer, number and super block), which skips
 	 * reading the inode's and super block's heads; record, which reads no
 	 * per-interval counts, then makes no stats row either. A struct file
 	 * or inode freed and reused at the same address for another file fails

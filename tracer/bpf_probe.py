@@ -13,6 +13,7 @@ import ctypes
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from . import abi, abi_check, kernel_features, stats_cells, syscall_hook
 from .disk_stat import DiskCounters
@@ -20,7 +21,7 @@ from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
 from .latency import Histogram
-from .libbpf import BpfMap, BpfObject
+from .libbpf import BpfMap, BpfObject, possible_cpus
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
 from .ringbuf import RingBufferReader
 
@@ -343,7 +344,7 @@ class BpfProbe:
         bios by owner, and what each disk they went to completed (the kernel's counters)."""
         if not self._disks:
             return []
-        bios = [_device_count(k, v) for k, v in self._devstats.items_summed(abi.DevKey, abi.DevStats)]
+        bios = [_device_count(k, v) for k, v in _summed_over_cpus(self._devstats, abi.DevKey, abi.DevStats)]
         return bios + self._disks.since_start(c.dev for c in bios)
 
     def drops(self) -> Drops:
@@ -481,3 +482,20 @@ def _kernel_name(raw: abi.FileName) -> KernelName:
     joined = "/".join(reversed(parts))
     path = "/" + joined if raw.complete else ".../" + joined
     return KernelName(path=path, complete=bool(raw.complete), deleted=raw.nlink == 0)
+
+
+def _summed_over_cpus(table: BpfMap, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
+    """Every (key, value) of a per-CPU map now, left in place, each value its CPUs' sum
+    (counters: value_type's fields all integers, its size a multiple of 8 bytes, the
+    stride at which the kernel copies each CPU's value)."""
+    cpus = possible_cpus()
+    out = []
+    for key in table.keys(key_type):
+        per_cpu = (value_type * cpus)()
+        if not table.lookup(key, per_cpu):  # gone between the two calls: skipped
+            continue
+        total = value_type()
+        for field, *_ in value_type._fields_:
+            setattr(total, field, sum(getattr(value, field) for value in per_cpu))
+        out.append((key, total))
+    return out

@@ -14,7 +14,7 @@ import os
 import platform
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 from . import verifier_log
 from .errors import BpfError
@@ -163,9 +163,6 @@ def _print_to_log(level: int, fmt: bytes, va_list: int) -> int:
 _print_cb = _PRINT_FN(_print_to_log)
 
 
-Ctype = TypeVar("Ctype", bound=ctypes.Structure)
-
-
 def _get() -> _Lib:
     global _lib
     if _lib is None:
@@ -223,24 +220,6 @@ class BpfMap:
             value = value_type()
             if self.lookup(key, value):  # gone between the two calls: skipped
                 out.append((key, value))
-        return out
-
-    def items_summed(self, key_type: type[Any], value_type: type[Ctype]) -> list[tuple[Any, Ctype]]:
-        """Every (key, value) of a per-CPU map now, left in place, each value its
-        CPUs' sum (counters: value_type's fields all integers)."""
-        # the kernel copies each CPU's value at a multiple of 8 bytes
-        if ctypes.sizeof(value_type) % 8:
-            raise ValueError(f"{value_type.__name__}: a per-CPU value must be a multiple of 8 bytes")
-        cpus = possible_cpus()
-        out = []
-        for key in self.keys(key_type):
-            per_cpu = (value_type * cpus)()
-            if not self.lookup(key, per_cpu):  # gone between the two calls: skipped
-                continue
-            total = value_type()
-            for field, *_ in value_type._fields_:
-                setattr(total, field, sum(getattr(value, field) for value in per_cpu))
-            out.append((key, total))
         return out
 
     def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:

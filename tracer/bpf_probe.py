@@ -488,6 +488,8 @@ def _summed_over_cpus(table: BpfMap, key_type: type[Any], value_type: type[Any])
     """Every (key, value) of a per-CPU map now, left in place, each value its CPUs' sum
     (counters: value_type's fields all integers, its size a multiple of 8 bytes, the
     stride at which the kernel copies each CPU's value)."""
+    if ctypes.sizeof(value_type) % 8:
+        raise ValueError(f"{value_type.__name__}: a per-CPU value must be a multiple of 8 bytes")
     cpus = possible_cpus()
     out = []
     for key in table.keys(key_type):

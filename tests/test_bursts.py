@@ -860,7 +860,10 @@ def test_end_to_end_iogen_periodic(
     ibdata = [t for t in trains if t.file == str(work / "ibdata1")]
     assert len(ibdata) == 1, [t.explanation for t in trains]
     (t,) = ibdata
-    assert t.metric == "write" and abs(t.period_s / PERIOD - 1) <= 0.05 and t.bursts == BURSTS
+    # 1 s bins: a burst woken late across a bin edge moves its onset by one bin, the fitted
+    # period by 1 s / (BURSTS - 1) = 5 % (9.5 s was seen on a loaded machine); no more
+    quantum = 1.0 / ((BURSTS - 1) * PERIOD)
+    assert t.metric == "write" and abs(t.period_s / PERIOD - 1) <= quantum + 1e-9 and t.bursts == BURSTS
     assert t.typical_request_size == MiB and t.ops_per_burst == 32
     assert t.explanation == (
         "ibdata1 · 32 × 1 MiB writes · every 10 s → doublewrite flush "

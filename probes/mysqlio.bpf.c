@@ -111,8 +111,9 @@ const volatile bool targ_args_at_exit = false;
 /* the stats table (struct stats_cell) for the cas programs: set where the
  * kernel has BPF compare-and-swap (5.12), with which a program claims a cell */
 const volatile bool targ_stats_cells = false;
-/* the cells used, less one: STATS_CELLS - 1, or fewer (a power of two, less
- * one) for a test of the overflow into the hash maps */
+/* the most cells used, less one: STATS_CELLS - 1, or fewer (a power of two,
+ * less one) for a test of the overflow into the hash maps; control->cells_mask
+ * says how many are used now */
 const volatile __u32 targ_cells_mask = STATS_CELLS - 1;
 /* which argument of the io_uring tracepoints is the request (it moved) */
 const volatile __u32 targ_uring_submit_req_arg = 0;
@@ -771,11 +772,19 @@ static __always_inline __u32 cell_hash(const __u64 *w)
 }
 
 /* The counts of key in the stats table, found or claimed (*created) among
- * STATS_CELL_PROBES cells from its hash; NULL: all taken. A cell is claimed
+ * STATS_CELL_PROBES cells from its hash, within the first mask + 1 cells of
+ * the half at base; NULL: all taken. The table's memory is vmalloc'd, 4 KiB
+ * pages: over all 16,384 cells of a half each row sat on a page of its own,
+ * and the load of its cell took ~45 % of the perf samples of untimed top's
+ * exit program on 6.18 (MariaDB 11.8; 128 cells instead: x 0.86 per request,
+ * tools/ab_objects.py, issue 19). Userspace sizes the mask to the rows it
+ * sees (control->cells_mask); a key found in two cells after it grows is
+ * added up by userspace, like two CPUs' rows of one key. A cell is claimed
  * by compare-and-swap (FREE -> BUSY), filled, then published (-> READY); a
  * reader skips a BUSY cell, so two CPUs making the same row at once may
  * make it twice: userspace adds rows of one key together. */
-static __always_inline struct file_op_stats *cell_row(__u32 base, const struct file_op_key *key, bool *created)
+static __always_inline struct file_op_stats *cell_row(__u32 base, __u32 mask, const struct file_op_key *key,
+						     bool *created)
 {
 	const __u64 *want = (const __u64 *)key;
 	struct stats_cell *cell;
@@ -784,7 +793,7 @@ static __always_inline struct file_op_stats *cell_row(__u32 base, const struct f
 	__u64 *have;
 
 	for (i = 0; i < STATS_CELL_PROBES; i++) {
-		idx = base + ((first + i) & targ_cells_mask);
+		idx = base + ((first + i) & mask);
 		cell = bpf_map_lookup_elem(&cells, &idx);
 		if (!cell)
 			return NULL;
@@ -822,7 +831,7 @@ static __always_inline struct file_op_stats *stats_row(const struct file_op_key 
 		ctl = control_get();
 		if (!ctl)
 			return NULL;
-		stats = cell_row(ctl->cells_half & 1 ? STATS_CELLS : 0, key, created);
+		stats = cell_row(ctl->cells_half & 1 ? STATS_CELLS : 0, ctl->cells_mask & targ_cells_mask, key, created);
 		if (stats)
 			return stats;
 	}

@@ -111,12 +111,17 @@ struct region_table {
  * the state it replaced sat in three maps, a cold line each per request).
  * timed: requests are timed (the enter programs stamp them). cells_half: the
  * half of the stats table the programs write (userspace reads the other).
- * region_dev/ino: the region files (struct region_table's, in the same order;
- * ino 0: unused), so a request of any other file reads no region table. */
+ * cells_mask: the cells of a half in use, less one (a power of two, less one):
+ * sized by userspace to the rows seen, so the rows lie in few pages (see
+ * cell_row). region_dev/ino: the region files (struct region_table's, in the
+ * same order; ino 0: unused), so a request of any other file reads no region
+ * table. */
 struct mio_control {
 	__u32 timed;
 	__u32 cells_half;
+	__u32 cells_mask;
 	__u32 region_dev[MAX_REGION_FILES];
+	__u32 pad;
 	__u64 region_ino[MAX_REGION_FILES];
 };
 

@@ -78,3 +78,29 @@ def test_each_drain_takes_the_half_written_since_the_last(bpf_ready: None, tmp_p
             assert got == [[(3, 300)], [(5, 500)], [], [(2, 200)], [(7, 700)]]
     finally:
         os.close(fd)
+
+
+@pytest.mark.bpf
+def test_cells_in_use_grow_with_the_rows(bpf_ready: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The programs use few cells at first (few pages for the TLB), and more once an
+    interval has more rows: 300 files written by one thread are 300 rows, counted
+    exactly when most spill into the overflow hash map (8 probes among 128 cells) and
+    after the table has grown to 4 cells a row; it never shrinks."""
+    monkeypatch.delenv(bpf_probe.STATS_CELLS_ENV, raising=False)
+    fds = [os.open(tmp_path / f"t{i}.ibd", os.O_RDWR | os.O_CREAT, 0o600) for i in range(300)]
+    inos = {os.fstat(fd).st_ino: i for i, fd in enumerate(fds)}
+    try:
+        with bpf_probe.BpfProbe(os.getpid(), page_cache=False, timed=False) as probe:
+            assert probe.cells_in_use == stats_cells.CELLS_FIRST
+            in_use = []
+            for writes in (1, 2, 0, 1):
+                for fd in fds:
+                    for w in range(writes):
+                        os.pwrite(fd, b"x" * 512, w * 512)
+                got = {inos[r.file.ino]: (r.ops, r.bytes) for r in probe.drain() if r.file.ino in inos}
+                assert got == ({i: (writes, writes * 512) for i in range(300)} if writes else {})
+                in_use.append(probe.cells_in_use)
+            assert in_use == [2048, 2048, 2048, 2048]
+    finally:
+        for fd in fds:
+            os.close(fd)

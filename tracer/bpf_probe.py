@@ -124,19 +124,24 @@ class BpfProbe:
         self.args_at_exit = self.features.task_pt_regs
         self._obj.set_rodata("targ_args_at_exit", ctypes.c_bool(self.args_at_exit))
         self.timed = timed or bool(record_ring_bytes) or not self.args_at_exit
+        self._cells: stats_cells.StatsCells | None = None
         try:
             self._obj.load()
+            # the stats table, where the cas programs use it (see _adapt): its
+            # cells in use written before any program runs
+            self._cells = stats_cells.StatsCells(self._obj.map("cells"), cells_used) if self.features.atomics else None
+            if self._cells:
+                self._control.cells_mask = self._cells.in_use - 1
+                self._write_control()
             if self.timed:
                 self._set_timing()
             self._obj.attach_all(later=() if self.timed else self._enter_programs())
             if self.syscall_hook == "tracepoints":
                 syscall_hook.attach(self._obj, exit=self._program(syscall_hook.EXIT_PROGRAM), entries=self.timed)
         except BaseException:
-            self._obj.close()
+            self.close()
             raise
         self._stats = _SwappedMaps(self._obj, "stats")
-        # the stats table, where the cas programs use it (see _adapt)
-        self._cells = stats_cells.StatsCells(self._obj.map("cells")) if self.features.atomics else None
         self._latency = _SwappedMaps(self._obj, "lat")
         self._pending = [self._obj.map("aio_pending"), self._obj.map("uring_pending")]
         self._aged_out = 0
@@ -312,7 +317,15 @@ class BpfProbe:
         full = self._stats.swap()
         rows = self._cells.take(full_half) if self._cells else stats_cells.CELL_ROWS_NONE
         more = full.drain(abi.FileOpKey, abi.FileOpStats)
+        if self._cells and self._cells.fit(len(rows) + len(more)):
+            self._control.cells_mask = self._cells.in_use - 1
+            self._write_control()
         return [_op_count(key, counts) for key, counts in stats_cells.merged(rows, more).items()]
+
+    @property
+    def cells_in_use(self) -> int:
+        """The cells of each half of the stats table the programs use now (0: no table)."""
+        return self._cells.in_use if self._cells else 0
 
     def drain_latency(self) -> list[LatencyRow]:
         """Latency histograms of the requests completed since the previous call;
@@ -392,6 +405,7 @@ class BpfProbe:
         cells = getattr(self, "_cells", None)
         if cells:
             cells.close()
+            self._cells = None
         self._obj.close()
 
     def __enter__(self) -> BpfProbe:

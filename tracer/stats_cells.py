@@ -25,21 +25,43 @@ _KEY_AT = tuple(CELL.names.index(f) for f in KEY_FIELDS)
 _BYTES_AT, _OPS_AT, _ERRORS_AT = (CELL.names.index(f) for f in ("bytes", "ops", "errors"))
 
 
+# the cells of a half in use at first: 8 KiB, two pages (see StatsCells.fit)
+CELLS_FIRST = 128
+# cells per row once grown: a quarter of the cells used, so a row's probes seldom go far
+CELLS_PER_ROW = 4
+
+
 class StatsCells:
     """The cells of the BPF_F_MMAPABLE array of struct stats_cell: two halves of
-    STATS_CELLS cells."""
+    STATS_CELLS cells, of which the programs use the first `in_use` (the control
+    line's cells_mask; at most `most`)."""
 
-    def __init__(self, table: BpfMap) -> None:
+    def __init__(self, table: BpfMap, most: int = abi.STATS_CELLS) -> None:
         if table.max_entries != 2 * abi.STATS_CELLS:
             raise AssertionError(f"the stats table has {table.max_entries} cells, not 2 x {abi.STATS_CELLS}")
         size = table.max_entries * CELL.itemsize
         self._map = mmap.mmap(table.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.cells = np.frombuffer(self._map, dtype=CELL)
+        self.most = most
+        self.in_use = min(CELLS_FIRST, most)
+
+    def fit(self, rows: int) -> bool:
+        """Grow the cells in use for an interval of `rows` rows (True: grown; the
+        control line's cells_mask is then to be written). The table is vmalloc'd
+        memory, 4 KiB pages, and a row's cell is one more page for the TLB at each
+        request: the fewer cells, the fewer pages (issue 19). It never shrinks, so
+        the cells a program may still write are always within `in_use`."""
+        want = CELLS_PER_ROW * rows
+        if want <= self.in_use or self.in_use >= self.most:
+            return False
+        self.in_use = min(self.most, 1 << (want - 1).bit_length())
+        return True
 
     def take(self, half: int) -> np.ndarray:
         """The rows held in `half` (a copy), their cells freed. The half must be
         quiescent: out of the control line since the kernel's RCU grace period."""
-        cells = self.cells[half * abi.STATS_CELLS : (half + 1) * abi.STATS_CELLS]
+        first = half * abi.STATS_CELLS
+        cells = self.cells[first : first + self.in_use]
         used = cells["state"] != abi.Cell.FREE
         rows = cells[used & (cells["state"] == abi.Cell.READY)]
         cells[used] = np.zeros(1, dtype=CELL)

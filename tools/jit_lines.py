@@ -20,6 +20,7 @@ import argparse
 import bisect
 import collections
 import ctypes
+import os
 import struct
 import subprocess
 import sys
@@ -57,6 +58,7 @@ def _find_program(name: str) -> tuple[int, bytearray]:
         info = _info(fd)
         if info[_NAME : _NAME + 16].split(b"\0")[0].decode() == name[:15]:
             return fd, info
+        os.close(fd)
     raise SystemExit(f"jit_lines: no loaded BPF program is called {name}")
 
 
@@ -73,10 +75,17 @@ def source_lines(fd: int, info: bytearray) -> list[tuple[int, str]]:
     jited = ctypes.create_string_buffer(n_jited * jited_rec)
     ksyms = ctypes.create_string_buffer(n_ksyms * 8)
     ask = bytearray(_INFO_SIZE)
-    struct.pack_into("<IQ", ask, _NR_LINE_INFO, n_lines, ctypes.addressof(lines))
-    struct.pack_into("<QII", ask, _JITED_LINE_INFO, ctypes.addressof(jited), n_jited, line_rec)
-    struct.pack_into("<I", ask, _JITED_LINE_INFO_REC, jited_rec)
-    struct.pack_into("<IIQ", ask, _NR_KSYMS, n_ksyms, 0, ctypes.addressof(ksyms))
+    for fmt, at, value in (
+        ("<I", _NR_LINE_INFO, n_lines),
+        ("<Q", _LINE_INFO, ctypes.addressof(lines)),
+        ("<I", _LINE_INFO_REC, line_rec),
+        ("<Q", _JITED_LINE_INFO, ctypes.addressof(jited)),
+        ("<I", _NR_JITED_LINE_INFO, n_jited),
+        ("<I", _JITED_LINE_INFO_REC, jited_rec),
+        ("<I", _NR_KSYMS, n_ksyms),
+        ("<Q", _KSYMS, ctypes.addressof(ksyms)),
+    ):
+        struct.pack_into(fmt, ask, at, value)
     got = _info(fd, ask)
     (btf_id,) = struct.unpack_from("<I", got, _BTF_ID)
     btf = _lib.btf__load_from_kernel_by_id(btf_id)
@@ -90,7 +99,9 @@ def source_lines(fd: int, info: bytearray) -> list[tuple[int, str]]:
             _, file_off, line_off, line_col = struct.unpack_from("<IIII", lines.raw, i * line_rec)
             file = (_lib.btf__name_by_offset(btf, file_off) or b"?").decode().rsplit("/", 1)[-1]
             text = (_lib.btf__name_by_offset(btf, line_off) or b"").decode().strip()
-            if addr >= base:  # not a line of a subprogram's own image (its own perf symbol)
+            # a subprogram's lines lie in its own image (its own perf symbol): below the
+            # main one they are dropped here, above it they are past its every sample
+            if addr >= base:
                 records.append((addr - base, f"{file}:{line_col >> 10}  {text}"))
     finally:
         _lib.btf__free(btf)

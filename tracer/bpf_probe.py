@@ -131,8 +131,7 @@ class BpfProbe:
             # cells in use written before any program runs
             self._cells = stats_cells.StatsCells(self._obj.map("cells"), cells_used) if self.features.atomics else None
             if self._cells:
-                self._control.cells_mask = self._cells.in_use - 1
-                self._write_control()
+                self._write_cells_in_use(self._cells)
             if self.timed:
                 self._set_timing()
             self._obj.attach_all(later=() if self.timed else self._enter_programs())
@@ -181,6 +180,11 @@ class BpfProbe:
 
     def _write_control(self) -> None:
         self._obj.map("control").update(ctypes.c_uint32(0), self._control)
+
+    def _write_cells_in_use(self, cells: stats_cells.StatsCells) -> None:
+        """Tell the programs how many cells of a half they may use (control->cells_mask)."""
+        self._control.cells_mask = cells.in_use - 1
+        self._write_control()
 
     def add_server_files(self, files: list[FileIdentity]) -> None:
         """Files the server has open or mapped (from /proc): their pages written
@@ -318,8 +322,7 @@ class BpfProbe:
         rows = self._cells.take(full_half) if self._cells else stats_cells.CELL_ROWS_NONE
         more = full.drain(abi.FileOpKey, abi.FileOpStats)
         if self._cells and self._cells.fit(len(rows) + len(more)):
-            self._control.cells_mask = self._cells.in_use - 1
-            self._write_control()
+            self._write_cells_in_use(self._cells)
         return [_op_count(key, counts) for key, counts in stats_cells.merged(rows, more).items()]
 
     @property
@@ -402,9 +405,8 @@ class BpfProbe:
         self._names.delete(_file_key(file))
 
     def close(self) -> None:
-        cells = getattr(self, "_cells", None)
-        if cells:
-            cells.close()
+        if self._cells:
+            self._cells.close()
             self._cells = None
         self._obj.close()
 

@@ -8,6 +8,7 @@ BPF_OBJ   := tracer/bpf/mysqlio.bpf.o
 FLOOR_OBJ := tracer/bpf/empty.bpf.o
 VMLINUX_H := $(BUILD)/vmlinux.h
 IOGEN     := tools/iogen
+SYSCALL_LOOP := tools/syscall_loop
 ARCH      := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CLANG     ?= clang
 BPFTOOL   ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
@@ -16,7 +17,7 @@ VENV_STAMP := $(VENV)/.installed
 
 .PHONY: setup deps abi bpf test lint format demo bench clean
 
-setup: deps $(VENV_STAMP) bpf $(IOGEN)
+setup: deps $(VENV_STAMP) bpf $(IOGEN) $(SYSCALL_LOOP)
 
 # Debian packages; re-checked when the package list changes.
 deps: $(DEPS_STAMP)
@@ -49,7 +50,10 @@ tracer/bpf/%.bpf.o: probes/%.bpf.c probes/mysqlio.h probes/pagecache.bpf.h $(VML
 		-I$(BUILD) -Iprobes -c $< -o $@
 
 $(IOGEN): tools/iogen.c tools/Makefile $(DEPS_STAMP)
-	$(MAKE) -C tools
+	$(MAKE) -C tools iogen
+
+$(SYSCALL_LOOP): tools/syscall_loop.c tools/Makefile
+	$(MAKE) -C tools syscall_loop
 
 test: setup
 	$(VENV)/bin/ruff check tracer tests tools

@@ -48,6 +48,10 @@ SERVER_ROWS = (
     "ns per traced request over floor's",  # record on tmpfs
     "| ns per traced request |",
     "| ratio to the floor |",
+    "syscalls, sysbench oltp_write_only, MariaDB 11.8",
+    "| server syscalls per commit |",
+    "| top's tax on the server's syscalls |",
+    "one sysbench run, Com_commit",  # TPS in windows of one load
 )
 
 
@@ -71,5 +75,6 @@ def test_bench_smoke(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
         "report",
         *SERVER_ROWS,
         "pwrite64 flat out (1 thread, tmpfs) under record-raw",
+        "getppid (no tracer hooks it) while a tracer traces another process, under top-raw",
     ):
         assert scenario in table, f"{scenario!r} missing from the benchmark table"

@@ -16,10 +16,14 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
 2. tps          sysbench oltp_write_only and oltp_read_write TPS at full speed, per server
                 configuration (MariaDB 10.11 on io_uring and on libaio, MariaDB 11.8):
                 no tracer vs the floor vs top vs record vs bpftrace vs pt-ioprofile,
-                interleaved rounds, medians and per-round ratios to no tracer; the
-                mysqlio process's CPU during the top and record runs.
+                each a window of one sysbench run per round (TPS from the server's
+                Com_commit), rounds in new orders, medians and per-round ratios to no
+                tracer; the mysqlio process's CPU during the top and record windows.
    request_cost ns per pwrite64 of iogen flat out, untraced vs top / record on
                 either syscall hook: the cost of one traced request, caches warm.
+   syscall_tax  ns per getppid of a process no tracer traces, under each tracer: the
+                kernel's slow syscall path, taken by every thread while any syscall
+                tracepoint has a program (tools/syscall_loop).
 3. capacity     record at 100k..2M requests/s of small pwrites to tmpfs (iogen):
                 captured vs produced, lost, mysqlio CPU, trace bytes per event.
 4. top_cpu      top's userspace CPU at 10k / 100k / 1M events/s.
@@ -27,7 +31,8 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
 6. startup      command to first attached probe; RSS of top.
 
 MYSQLIO_BENCH_CONFIGS (10.11-io_uring,10.11-aio,11.8: the default, all) chooses the
-server configurations of tps and kernel_cost, MYSQLIO_BENCH_ROUNDS their rounds (10).
+server configurations of tps and kernel_cost, MYSQLIO_BENCH_ROUNDS their rounds (10),
+MYSQLIO_BENCH_WORKLOADS the tps workloads (oltp_write_only,oltp_read_write: both).
 A tool a benchmark needs that is missing (bpftrace, pt-ioprofile, sysbench, ...) ends
 the run with one line and exit status 2.
 """
@@ -60,7 +65,7 @@ from bench_tracers import MYSQLIO, SetupError, Tracer, bpf_prog_stats, wait_line
 if TYPE_CHECKING:
     from mysqlio.devtools.sysbench import Sysbench
 
-__all__ = ["Result", "Suite", "Tracer", "add_tps_results", "bpf_prog_stats", "interleaved_tps"]
+__all__ = ["Result", "Suite", "Tracer", "add_tps_results", "bpf_prog_stats", "interleaved_tps", "windowed_tps"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -223,6 +228,63 @@ def bench_request_cost(suite: Suite) -> None:
         )
 
 
+SYSCALL_LOOP = REPO / "tools" / "syscall_loop"
+TAX_VARIANTS = ("none", "floor-exits", "floor", "top", "record", "top-raw", "bpftrace")
+TAX_SCENARIO = "getppid (no tracer hooks it) while a tracer traces another process, under"
+
+
+def bench_syscall_tax(suite: Suite) -> None:
+    """What a tracer on the syscall tracepoints costs every OTHER syscall: while one of
+    them has a program, the kernel sends every syscall of every thread on the machine
+    through its slow path (the tracepoint work flag is set on all threads), a cost no
+    bpf_stats figure holds. tools/syscall_loop's getppid loop, untraced (the tracers
+    trace a sleeping process), under each tracer, interleaved rounds."""
+    rounds = 1 if suite.smoke else 7
+    calls = 200_000 if suite.smoke else 2_000_000
+    ns: dict[str, list[float]] = {v: [] for v in TAX_VARIANTS}
+    order = list(TAX_VARIANTS)
+    rng = random.Random(13)
+    with tempfile.TemporaryDirectory() as tmp:
+        sleeper = subprocess.Popen(["sleep", "3600"])
+        try:
+            for _ in range(rounds):
+                rng.shuffle(order)
+                for name in order:
+                    tracer = Tracer(name, sleeper.pid, tmp)
+                    tracer.start()
+                    try:
+                        out = subprocess.run(
+                            [str(SYSCALL_LOOP), str(calls)], capture_output=True, text=True, check=True, timeout=60
+                        ).stdout
+                    finally:
+                        tracer.stop()
+                    ns[name].append(float(out))
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    base = statistics.median(ns["none"])
+    for name in TAX_VARIANTS:
+        added = statistics.median(ns[name]) - base
+        suite.add(
+            Result(
+                f"{TAX_SCENARIO} {name}",
+                "ns per syscall",
+                ns[name],
+                "ns",
+                baseline=None if name == "none" else base,
+                note=f"{rounds} rounds of {calls:,}"
+                + ("" if name == "none" else f"; adds {added:.0f} ns to every syscall of every process"),
+            )
+        )
+
+
+def syscall_tax_ns(suite: Suite, tracer: str) -> float | None:
+    """What `tracer` adds to every syscall, from this suite's syscall_tax rows (None: not run)."""
+    rows = {r.scenario: r.median for r in suite.results if r.scenario.startswith(TAX_SCENARIO)}
+    base, under = rows.get(f"{TAX_SCENARIO} none"), rows.get(f"{TAX_SCENARIO} {tracer}")
+    return None if base is None or under is None else under - base
+
+
 def bench_top_cpu(suite: Suite) -> None:
     rates = [10_000] if suite.smoke else [10_000, 100_000, 1_000_000]
     seconds = 2 if suite.smoke else 10
@@ -357,6 +419,80 @@ def interleaved_tps(
     return tps
 
 
+# Windows of one sysbench run (windowed_tps): a tracer's start and stop (process start,
+# load, attach; detach) fall between windows, with this much on top of the window itself
+WINDOW_OVERHEAD_S = 2.0
+WINDOW_SETTLE_S = 1.0  # from "attached" to the window's start: the tracer's first reads done
+LOAD_WARMUP_S = 5.0  # from sysbench's start to the first window: its connections and caches warm
+
+
+def commit_rate(commits: Callable[[], int], window_s: float) -> float:
+    """The server's commits a second over the next window_s seconds, from its own counter
+    read at both ends; each end's instant is the middle of its read (a query under full
+    load takes some milliseconds)."""
+    t_a = time.monotonic()
+    c0 = commits()
+    t0 = (t_a + time.monotonic()) / 2
+    time.sleep(window_s)
+    t_a = time.monotonic()
+    c1 = commits()
+    t1 = (t_a + time.monotonic()) / 2
+    return (c1 - c0) / (t1 - t0)
+
+
+def windowed_tps(
+    pid: int,
+    bench: Sysbench,
+    commits: Callable[[], int],
+    window_s: float,
+    rounds: int,
+    tmp: str,
+    variants: Sequence[str],
+    seed: int,
+    *,
+    script: str = "oltp_write_only",
+    cpu: dict[str, list[float]] | None = None,
+    warmup_s: float = LOAD_WARMUP_S,
+) -> dict[str, list[float]]:
+    """The server's TPS under each tracer variant, all in ONE sysbench run: each round
+    gives every variant (in a new order) a window of window_s seconds, begun
+    WINDOW_SETTLE_S after its tracer attached and ended before it stops, its TPS the
+    server's commit counter over the window (`commits`: e.g. Com_commit). Separate
+    sysbench runs per variant (interleaved_tps) each carry their own connection set-up
+    and warm-up and sit minutes apart; here the load is one, and a variant's window
+    sits next to the others of its round. `cpu`: for each variant it names, the tracer
+    process's CPU over each window (% of a core)."""
+    tps: dict[str, list[float]] = {v: [] for v in variants}
+    order = list(variants)
+    rng = random.Random(seed)
+    total_s = warmup_s + rounds * len(variants) * (window_s + WINDOW_SETTLE_S + WINDOW_OVERHEAD_S)
+    # sysbench is stopped after the last window; its --time only bounds a run left behind
+    bench.start(total_s + SYSBENCH_GRACE_S, script=script)
+    try:
+        time.sleep(warmup_s)
+        for _ in range(rounds):
+            rng.shuffle(order)
+            for name in order:
+                tracer = Tracer(name, pid, tmp, run_s=window_s + WINDOW_SETTLE_S)
+                tracer.start()
+                try:
+                    time.sleep(WINDOW_SETTLE_S)
+                    if not bench.running():
+                        raise RuntimeError(f"sysbench {script} ended before its last window:\n{bench.output()}")
+                    cpu0, t0 = tracer.cpu_seconds(), time.monotonic()
+                    rate = commit_rate(commits, window_s)
+                    if cpu is not None and name in cpu:
+                        cpu[name].append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
+                finally:
+                    tracer.stop()
+                if rate <= 0:
+                    raise RuntimeError(f"no commit in a {window_s} s window under {name}: the server stalled")
+                tps[name].append(rate)
+    finally:
+        bench.stop()
+    return tps
+
+
 def add_tps_results(
     suite: Suite, tps: dict[str, list[float]], title: str, note: str, notes: dict[str, str] | None = None
 ) -> None:
@@ -388,6 +524,8 @@ def bench_soak(suite: Suite) -> None:
 SCENARIOS: dict[str, Callable[[Suite], None]] = {
     "capacity": bench_capacity,
     "request_cost": bench_request_cost,
+    # before kernel_cost, whose rows of the server's syscall rates use its figures
+    "syscall_tax": bench_syscall_tax,
     "top_cpu": bench_top_cpu,
     "startup": bench_startup,
     "report": bench_report,
@@ -405,6 +543,7 @@ SCENARIOS: dict[str, Callable[[Suite], None]] = {
 FIXED_ESTIMATE_S = {
     "capacity": (90, 15),
     "request_cost": (150, 20),
+    "syscall_tax": (110, 15),
     "top_cpu": (40, 5),
     "startup": (15, 5),
     "report": (60, 10),

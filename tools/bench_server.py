@@ -7,7 +7,8 @@ tracer, for each server configuration. Called by tools/bench.py (scenarios "tps"
     11.8            MariaDB 11.8 in a Debian 13 (trixie) root (tools/server_roots.py), its
                     datadir in the root, on the host's disk, InnoDB's default backend
 
-MYSQLIO_BENCH_CONFIGS=10.11-io_uring,11.8 chooses some; MYSQLIO_BENCH_ROUNDS the rounds.
+MYSQLIO_BENCH_CONFIGS=10.11-io_uring,11.8 chooses some; MYSQLIO_BENCH_ROUNDS the rounds;
+MYSQLIO_BENCH_WORKLOADS=oltp_write_only the TPS workloads.
 The datadir on tmpfs: the virtual disk's jitter would hide a few percent of tracer cost;
 without it the server is CPU-bound, which shows the cost fully. On tmpfs the page-cache
 hooks never run, so top/record without them ("-nopc") are only compared on disk (11.8).
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +28,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench import Result, Suite, add_tps_results, interleaved_tps
+from bench import (
+    LOAD_WARMUP_S,
+    WINDOW_OVERHEAD_S,
+    WINDOW_SETTLE_S,
+    Result,
+    Suite,
+    add_tps_results,
+    syscall_tax_ns,
+    windowed_tps,
+)
 from bench_tracers import CAN_SEE, SetupError, Tracer, base_name, bpf_prog_stats, require, require_tracers
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
@@ -109,6 +120,15 @@ def chosen_configs() -> list[ServerConfig]:
     return [CONFIGS[k] for k in keys]
 
 
+def chosen_workloads() -> list[str]:
+    """The TPS workloads: MYSQLIO_BENCH_WORKLOADS (comma-separated), else all of WORKLOADS."""
+    names = [w for w in os.environ.get("MYSQLIO_BENCH_WORKLOADS", ",".join(WORKLOADS)).split(",") if w]
+    unknown = [w for w in names if w not in WORKLOADS]
+    if unknown:
+        raise ValueError(f"MYSQLIO_BENCH_WORKLOADS: unknown {', '.join(unknown)} (known: {', '.join(WORKLOADS)})")
+    return names
+
+
 def run_seconds(smoke: bool) -> int:
     return 3 if smoke else 10
 
@@ -123,9 +143,13 @@ def estimate_s(smoke: bool, kernel_cost: bool, tps: bool) -> float:
     total = 0.0
     for config in chosen_configs():
         if kernel_cost:
-            total += SERVER_START_S + len(config.kernel_variants) * per_run
+            # and one run counting the syscalls (_syscall_rows)
+            total += SERVER_START_S + (len(config.kernel_variants) + 1) * per_run
         if tps:
-            total += SERVER_START_S + len(WORKLOADS) * rounds_of(smoke) * len(config.tps_variants) * per_run
+            per_window = run_seconds(smoke) + WINDOW_SETTLE_S + WINDOW_OVERHEAD_S
+            total += SERVER_START_S + len(chosen_workloads()) * (
+                LOAD_WARMUP_S + rounds_of(smoke) * len(config.tps_variants) * per_window
+            )
     return total
 
 
@@ -212,7 +236,7 @@ def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
             if kernel_cost:
                 _kernel_cost(suite, server, config, run_seconds(suite.smoke), tmp)
             if tps:
-                for workload in WORKLOADS:
+                for workload in chosen_workloads():
                     _tps(suite, server, config, workload, tmp)
 
 
@@ -222,11 +246,21 @@ def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
 def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp: str) -> None:
     run_s, rounds = run_seconds(suite.smoke), rounds_of(suite.smoke)
     cpu: dict[str, list[float]] = {name: [] for name in CPU_TARGET}
-    tps = interleaved_tps(
-        server.db.pid, server.bench, run_s, rounds, tmp, config.tps_variants, seed=7, script=workload, cpu=cpu
+    tps = windowed_tps(
+        server.db.pid,
+        server.bench,
+        lambda: server.db.status("Com_commit"),
+        run_s,
+        rounds,
+        tmp,
+        config.tps_variants,
+        seed=7,
+        script=workload,
+        cpu=cpu,
+        warmup_s=1.0 if suite.smoke else LOAD_WARMUP_S,
     )
     title = f"sysbench {workload}, {server.title},"
-    note = f"{rounds} rounds of {run_s} s; {server.note}"
+    note = f"{rounds} rounds of a {run_s} s window each, one sysbench run, Com_commit; {server.note}"
     sees = {name: CAN_SEE[base_name(name)] for name in config.tps_variants}
     notes = {name: f"{note}; sees: {seen}" if seen else note for name, seen in sees.items()}
     add_tps_results(suite, tps, f"{title} under", note, notes=notes)
@@ -237,7 +271,7 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
                 "mysqlio userspace CPU",
                 values,
                 "% of a core",
-                note=f"user+system of the mysqlio process over each run; {rounds} rounds of {run_s} s; {CPU_TARGET[name]}",
+                note=f"user+system of the mysqlio process over each window; {rounds} windows of {run_s} s; {CPU_TARGET[name]}",
             )
         )
 
@@ -252,6 +286,52 @@ def _kernel_cost(suite: Suite, server: Server, config: ServerConfig, run_s: int,
         for name in config.kernel_variants:
             runs = program_runs(server.db.pid, server.bench, name, run_s, tmp)
             per_request[name] = _kernel_rows(suite, server, name, runs, run_s, per_request)
+    _syscall_rows(suite, server, run_s)
+
+
+def syscall_counts(server: Server, run_s: int) -> tuple[int, int, int]:
+    """The server's syscalls, all processes' (sysbench's included) and the server's
+    commits over run_s seconds of the kernel-cost workload, counted by bpftrace on the
+    raw sys_enter tracepoint (itself a tracer: the rates are those under one)."""
+    script = (
+        f"tracepoint:raw_syscalls:sys_enter {{ @all = count(); if (pid == {server.db.pid}) {{ @server = count(); }} }} "
+        f"interval:s:{run_s} {{ exit(); }}"
+    )
+    server.bench.start(run_s + 30, script=KERNEL_WORKLOAD)
+    try:
+        time.sleep(2)  # sysbench's connections made
+        c0 = server.db.status("Com_commit")
+        out = subprocess.run(["bpftrace", "-e", script], capture_output=True, text=True, timeout=run_s + 60, check=True)
+        c1 = server.db.status("Com_commit")
+    finally:
+        server.bench.stop()
+    counts = dict(re.findall(r"^@(\w+): (\d+)$", out.stdout, re.MULTILINE))
+    if "all" not in counts or "server" not in counts or c1 <= c0:
+        raise RuntimeError(f"no syscall counts from bpftrace:\n{out.stdout}{out.stderr}")
+    return int(counts["server"]), int(counts["all"]), c1 - c0
+
+
+def _syscall_rows(suite: Suite, server: Server, run_s: int) -> None:
+    """How many syscalls the tax of the syscall tracepoints (tools/bench.py syscall_tax)
+    falls on at this load: the server's and every process's, per second and per commit,
+    and what `top`'s tax on the server's syscalls comes to."""
+    server_calls, all_calls, commits = syscall_counts(server, run_s)
+    label = f"syscalls, sysbench {KERNEL_WORKLOAD}, {server.title}"
+    note = f"{run_s} s under bpftrace's count of raw sys_enter; {commits / run_s:,.0f} commits/s"
+    suite.add(Result(label, "server syscalls per commit", [server_calls / commits], note=note))
+    suite.add(Result(label, "all syscalls per commit", [all_calls / commits], note=f"{note}; sysbench's included"))
+    tax = syscall_tax_ns(suite, "top")
+    if tax is not None:
+        share = 100 * tax * server_calls / run_s / 1e9
+        suite.add(
+            Result(
+                label,
+                "top's tax on the server's syscalls",
+                [share],
+                "% of a core",
+                note=f"{tax:.0f} ns (syscall_tax) x {server_calls / run_s:,.0f} server syscalls/s; not in bpf_stats",
+            )
+        )
 
 
 @contextlib.contextmanager

@@ -87,6 +87,14 @@ class Sysbench:
             raise RuntimeError(f"sysbench exited with {self._proc.returncode}:\n{output}")
         return output
 
+    def running(self) -> bool:
+        """Whether the load started last is still running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def output(self) -> str:
+        """What the load started last printed so far ("" once stopped)."""
+        return self._read_output() if self._out is not None else ""
+
     def stop(self) -> None:
         """Terminate a running load (no-op if none)."""
         proc = self._proc

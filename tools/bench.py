@@ -213,17 +213,30 @@ def bench_request_cost(suite: Suite) -> None:
                 ns_per_op[name].append(1e9 * done["elapsed_s"] / n)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-    base = statistics.median(ns_per_op["none"])
-    for name in variants:
-        added = statistics.median(ns_per_op[name]) - base
+    add_ns_rows(
+        suite,
+        ns_per_op,
+        "pwrite64 flat out (1 thread, tmpfs) under",
+        "ns per request",
+        f"{rounds} rounds of {ops:,}",
+        "tracing adds {added:.0f} ns",
+    )
+
+
+def add_ns_rows(suite: Suite, ns: dict[str, list[float]], title: str, metric: str, note: str, added_note: str) -> None:
+    """One row per variant ("<title> <variant>") of ns figures, each against no tracer's
+    median ("none"); added_note formats what the variant adds ({added}: ns)."""
+    base = statistics.median(ns["none"])
+    for name, values in ns.items():
+        added = statistics.median(values) - base
         suite.add(
             Result(
-                f"pwrite64 flat out (1 thread, tmpfs) under {name}",
-                "ns per request",
-                ns_per_op[name],
+                f"{title} {name}",
+                metric,
+                values,
                 "ns",
                 baseline=None if name == "none" else base,
-                note=f"{rounds} rounds of {ops:,}" + ("" if name == "none" else f"; tracing adds {added:.0f} ns"),
+                note=note if name == "none" else f"{note}; {added_note.format(added=added)}",
             )
         )
 
@@ -262,20 +275,14 @@ def bench_syscall_tax(suite: Suite) -> None:
         finally:
             sleeper.kill()
             sleeper.wait()
-    base = statistics.median(ns["none"])
-    for name in TAX_VARIANTS:
-        added = statistics.median(ns[name]) - base
-        suite.add(
-            Result(
-                f"{TAX_SCENARIO} {name}",
-                "ns per syscall",
-                ns[name],
-                "ns",
-                baseline=None if name == "none" else base,
-                note=f"{rounds} rounds of {calls:,}"
-                + ("" if name == "none" else f"; adds {added:.0f} ns to every syscall of every process"),
-            )
-        )
+    add_ns_rows(
+        suite,
+        ns,
+        TAX_SCENARIO,
+        "ns per syscall",
+        f"{rounds} rounds of {calls:,}",
+        "adds {added:.0f} ns to every syscall of every process",
+    )
 
 
 def syscall_tax_ns(suite: Suite, tracer: str) -> float | None:

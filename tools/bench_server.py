@@ -38,7 +38,16 @@ from bench import (
     syscall_tax_ns,
     windowed_tps,
 )
-from bench_tracers import CAN_SEE, SetupError, Tracer, base_name, bpf_prog_stats, require, require_tracers
+from bench_tracers import (
+    CAN_SEE,
+    SetupError,
+    Tracer,
+    base_name,
+    bpf_prog_stats,
+    require,
+    require_tracers,
+    wait_line,
+)
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
@@ -293,21 +302,26 @@ def syscall_counts(server: Server, run_s: int) -> tuple[int, int, int]:
     """The server's syscalls, all processes' (sysbench's included) and the server's
     commits over run_s seconds of the kernel-cost workload, counted by bpftrace on the
     raw sys_enter tracepoint (itself a tracer: the rates are those under one)."""
+    # BEGIN runs once the probes are attached: the commits are read from then on, so
+    # that both counts cover the same run_s seconds (bpftrace's start takes about one)
     script = (
+        'BEGIN { printf("counting\\n"); } '
         f"tracepoint:raw_syscalls:sys_enter {{ @all = count(); if (pid == {server.db.pid}) {{ @server = count(); }} }} "
         f"interval:s:{run_s} {{ exit(); }}"
     )
     server.bench.start(run_s + 30, script=KERNEL_WORKLOAD)
     try:
         time.sleep(2)  # sysbench's connections made
+        proc = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_line(proc.stdout, "counting")
         c0 = server.db.status("Com_commit")
-        out = subprocess.run(["bpftrace", "-e", script], capture_output=True, text=True, timeout=run_s + 60, check=True)
+        stdout, stderr = proc.communicate(timeout=run_s + 60)
         c1 = server.db.status("Com_commit")
     finally:
         server.bench.stop()
-    counts = dict(re.findall(r"^@(\w+): (\d+)$", out.stdout, re.MULTILINE))
-    if "all" not in counts or "server" not in counts or c1 <= c0:
-        raise RuntimeError(f"no syscall counts from bpftrace:\n{out.stdout}{out.stderr}")
+    counts = dict(re.findall(r"^@(\w+): (\d+)$", stdout, re.MULTILINE))
+    if proc.returncode != 0 or "all" not in counts or "server" not in counts or c1 <= c0:
+        raise RuntimeError(f"no syscall counts from bpftrace:\n{stdout}{stderr}")
     return int(counts["server"]), int(counts["all"]), c1 - c0
 
 

@@ -1759,6 +1759,7 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 {
 	struct syscall_args a = {};
 	struct inflight *call;
+	bool timing = requests_timed();
 	bool timed;
 	int op;
 
@@ -1766,7 +1767,7 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	/* io_getevents has nothing to complete untimed (untimed io_submit keeps
 	 * no pending iocb); io_submit and msync (whose enter program found its
 	 * file) use the slot */
-	if (!requests_timed() && a.nr != NR_msync && a.nr != NR_io_submit)
+	if (!timing && a.nr != NR_msync && a.nr != NR_io_submit)
 		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents
 			       ? 0
 			       : account_untimed(&a, ret, regs, task, tid, cas, cast);
@@ -1780,8 +1781,12 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	timed = call->active && call->sysno == a.nr;
 	call->active = 0;
 	if (a.nr == NR_msync)
-		/* its file was found at entry: without that, nothing to account */
-		return timed && call->kind == CALL_MSYNC ? account_call(call, ret, cas, call->ts_ns, cast) : 0;
+		/* its file was found at entry: without that, nothing to account.
+		 * Its entry is always seen, but untimed (top without --latency)
+		 * nothing is timed: no histogram that userspace would not read */
+		return timed && call->kind == CALL_MSYNC
+			       ? account_call(call, ret, cas, timing ? call->ts_ns : 0, cast)
+			       : 0;
 	if (!timed)
 		call->ts_ns = 0;
 	syscall_args_of(regs, &a);
@@ -2093,7 +2098,7 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 					      : MIO_REGION_NONE;
 	ACCOUNT(cas, &file, pending->op, MIO_API_IO_URING, res, pending->tid);
 	now = bpf_ktime_get_ns();
-	if (res >= 0)
+	if (res >= 0 && requests_timed())
 		RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_IO_URING,
 			       now - pending->ts_ns);
 	if (targ_record)
@@ -2139,7 +2144,9 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	pending->dev = file.dev;
 	pending->ino = file.ino;
 	now = bpf_ktime_get_ns();
-	if (res >= 0)
+	/* top without --latency times nothing: not io_uring's requests either,
+	 * though their submission is seen anyway (for their offset) */
+	if (res >= 0 && requests_timed())
 		RECORD_LATENCY(cas, pending->dev, pending->ino, op, MIO_API_IO_URING,
 			       now - pending->ts_ns);
 	if (targ_record)

@@ -255,6 +255,37 @@ def test_without_io_uring_submit_req_uring_is_counted_not_timed(
     assert not [lat for lat in latencies if lat.api is Api.IO_URING]
 
 
+def test_untimed_probe_fills_no_io_uring_latency(iogen: Path, tmp_path: Path) -> None:
+    """top without --latency times nothing, io_uring included, though its submissions
+    are seen (for their offsets): every request is counted exactly and the kernel fills
+    no histogram. Read after start_timing(), which drains the maps the programs wrote."""
+    from mysqlio import bpf_probe as probe_mod
+    from mysqlio.abi import Api
+    from mysqlio.model import PAGE_CACHE_OPS
+
+    gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "uring"])
+    try:
+        with probe_mod.BpfProbe(gen.pid, timed=False) as probe:
+            if probe.timed:
+                pytest.fail("this kernel has no bpf_task_pt_regs: the probe cannot open untimed")
+            assert probe.uring_latency  # io_uring's submissions are seen: they could be timed
+            assert gen.stdin is not None and gen.stdout is not None
+            gen.stdin.write("go\n")
+            gen.stdin.flush()
+            expected = read_json_line(gen.stdout, 60, "iogen uring")
+            rows = probe.drain()
+            probe.start_timing()
+            latencies = probe.drain_latency()
+    finally:
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    uring_ops = sum(r.ops for r in rows if r.api is Api.IO_URING and r.op not in PAGE_CACHE_OPS)
+    truth = sum(f["write_ops"] + f["read_ops"] + f["sync_ops"] for f in expected["files"])
+    assert uring_ops == truth > 0
+    assert not [lat for lat in latencies if lat.api is Api.IO_URING]
+
+
 def test_requests_never_completed_are_aged_out_and_counted(
     disk: ThrottledDisk, iogen: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -330,6 +361,7 @@ def test_untimed_probe_counts_every_request_and_times_after_start_timing(
     registers at exit (bpf_task_pt_regs) no enter program is attached, every request is
     still counted exactly, and none is timed. start_timing() (top's key l) attaches the
     enter programs: the requests after it are timed, each one."""
+    import mmap
     import os
 
     from mysqlio import bpf_probe as probe_mod
@@ -350,8 +382,12 @@ def test_untimed_probe_counts_every_request_and_times_after_start_timing(
             assert probe.timed is not probe.features.task_pt_regs
             for i in range(10):
                 os.pwrite(fd, b"x" * 4096, i * 4096)
+            with mmap.mmap(fd, 4096) as mapped:  # msync's entry is seen untimed too: not timed either
+                mapped[0] = ord("m")
+                mapped.flush()
             rows = ours(probe.drain())
-            assert [(r.op, r.ops, r.bytes) for r in rows] == [(Op.WRITE, 10, 40960)]
+            counts = sorted((r.op, r.ops, r.bytes) for r in rows if r.op in (Op.WRITE, Op.MSYNC))
+            assert counts == sorted([(Op.WRITE, 10, 40960), (Op.MSYNC, 1, 0)])
             # timed from the start only on a kernel that keeps arguments at entry
             assert bool(ours(probe.drain_latency())) is probe.timed
             probe.start_timing()

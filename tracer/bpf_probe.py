@@ -332,9 +332,11 @@ class BpfProbe:
 
     def drain_latency(self) -> list[LatencyRow]:
         """Latency histograms of the requests completed since the previous call;
-        also ages out requests that never completed (at most every AGING_EVERY_S)."""
-        full = self._latency.swap()
-        rows = [_latency_row(k, v) for k, v in full.drain(abi.LatKey, abi.LatHist)]
+        also ages out requests that never completed (at most every AGING_EVERY_S).
+        Untimed, the programs fill no histogram (not even io_uring's): none to read."""
+        rows: list[LatencyRow] = []
+        if self.timed:
+            rows = [_latency_row(k, v) for k, v in self._latency.swap().drain(abi.LatKey, abi.LatHist)]
         if time.monotonic() >= self._next_aging:
             self._age_pending()
         return rows

@@ -280,7 +280,7 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
                 "mysqlio userspace CPU",
                 values,
                 "% of a core",
-                note=f"user+system of the mysqlio process over each window; {rounds} windows of {run_s} s; {CPU_TARGET[name]}",
+                note=f"CPU of the mysqlio process's threads over each window (schedstat, ns); {rounds} windows of {run_s} s; {CPU_TARGET[name]}",
             )
         )
 

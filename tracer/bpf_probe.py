@@ -21,7 +21,7 @@ from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
 from .latency import Histogram
-from .libbpf import BpfMap, BpfObject, possible_cpus
+from .libbpf import BpfMap, BpfObject, possible_cpus, program_counters
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
 from .ringbuf import RingBufferReader
 
@@ -381,7 +381,7 @@ class BpfProbe:
         """Runs of a program the kernel skipped because the same program was already
         running on that CPU (`recursion_misses`, 5.12+: a completion interrupting the
         completion program): events lost."""
-        return {"skipped_runs": sum(_recursion_misses(fd) for fd in self._prog_fds.values())}
+        return {"skipped_runs": sum(program_counters(fd).recursion_misses for fd in self._prog_fds.values())}
 
     def kernel_name(self, file: FileIdentity) -> KernelName | None:
         raw = abi.FileName()
@@ -441,18 +441,6 @@ class _SwappedMaps:
         self._active ^= 1
         self._slot.update(ctypes.c_uint32(0), ctypes.c_uint32(self._maps[self._active].fd))
         return full
-
-
-def _recursion_misses(prog_fd: int) -> int:
-    """The kernel's count of skipped runs of a program (its fdinfo; 0 before 5.12)."""
-    try:
-        with open(f"/proc/self/fdinfo/{prog_fd}") as f:
-            for line in f:
-                if line.startswith("recursion_misses:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def _file_key(file: FileIdentity) -> abi.FileId:

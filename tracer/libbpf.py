@@ -14,6 +14,7 @@ import os
 import platform
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from . import verifier_log
@@ -103,6 +104,7 @@ class _Lib:
             "bpf_map_update_elem": (i, [i, vp, vp, ctypes.c_uint64]),
             "bpf_map_delete_elem": (i, [i, vp]),
             "bpf_map_get_next_key": (i, [i, vp, vp]),
+            "bpf_obj_get_info_by_fd": (i, [i, vp, ctypes.POINTER(u32)]),
             "bpf_map_lookup_and_delete_batch": (
                 i,
                 [i, vp, vp, vp, vp, ctypes.POINTER(u32), vp],
@@ -266,6 +268,38 @@ class BpfMap:
             first = False
 
 
+# struct bpf_prog_info (include/uapi/linux/bpf.h; fields are only ever appended):
+# run_time_ns and run_cnt (Linux 5.1, with kernel.bpf_stats_enabled), then
+# recursion_misses (5.12). A longer buffer than the kernel's struct is accepted
+# when its tail is zero; the kernel says how much it filled.
+_PROG_INFO_SIZE = 256
+_PROG_INFO_RUN_TIME_NS = 192
+_PROG_INFO_RUN_CNT = 200
+_PROG_INFO_RECURSION_MISSES = 208
+
+
+@dataclass(frozen=True)
+class ProgramCounters:
+    run_time_ns: int
+    run_cnt: int
+    recursion_misses: int  # runs skipped: the same program already running on that CPU
+
+
+def program_counters(prog_fd: int) -> ProgramCounters:
+    """A loaded program's counters, in one syscall (zero where the kernel has none)."""
+    buf = ctypes.create_string_buffer(_PROG_INFO_SIZE)
+    size = ctypes.c_uint32(_PROG_INFO_SIZE)
+    if _get().lib.bpf_obj_get_info_by_fd(prog_fd, buf, ctypes.byref(size)):
+        raise _errno_error(f"reading the counters of program fd {prog_fd}")
+
+    def u64_at(offset: int) -> int:
+        return ctypes.c_uint64.from_buffer_copy(buf, offset).value if size.value >= offset + 8 else 0
+
+    return ProgramCounters(
+        u64_at(_PROG_INFO_RUN_TIME_NS), u64_at(_PROG_INFO_RUN_CNT), u64_at(_PROG_INFO_RECURSION_MISSES)
+    )
+
+
 class BpfObject:
     """One .bpf.o through its lifecycle: open -> set_rodata -> load -> attach -> close."""
 
@@ -281,6 +315,7 @@ class BpfObject:
             raise _errno_error(f"opening {path}")
         self._links: list[int] = []
         self._maps = {m.name: m for m in self._iter_maps()}
+        self._datasecs: dict[str, tuple[BpfMap, dict[str, tuple[int, int]]]] = {}
 
     def _iter_maps(self) -> Iterator[BpfMap]:
         handle = self._lib.bpf_object__next_map(self._obj, None)
@@ -289,7 +324,13 @@ class BpfObject:
             handle = self._lib.bpf_object__next_map(self._obj, handle)
 
     def _datasec_offsets(self, section_suffix: str) -> tuple[BpfMap, dict[str, tuple[int, int]]]:
-        """The map backing a global-data section and its variables' (offset, size)."""
+        """The map backing a global-data section and its variables' (offset, size),
+        read from the object's BTF once (top reads .bss every second)."""
+        if section_suffix not in self._datasecs:
+            self._datasecs[section_suffix] = self._read_datasec(section_suffix)
+        return self._datasecs[section_suffix]
+
+    def _read_datasec(self, section_suffix: str) -> tuple[BpfMap, dict[str, tuple[int, int]]]:
         matches = [m for m in self._maps.values() if m.name.endswith(section_suffix)]
         if not matches:
             raise BpfError(f"the BPF object has no {section_suffix} section")

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING
 import psutil
 
 # the tracers compared (bench_tracers.py); tools/bench_pagecache.py takes them from here
-from bench_tracers import MYSQLIO, SetupError, Tracer, bpf_prog_stats, wait_line
+from bench_tracers import MYSQLIO, SetupError, Tracer, bpf_prog_stats, thread_cpu_seconds, wait_line
 
 if TYPE_CHECKING:
     from mysqlio.devtools.sysbench import Sysbench
@@ -112,11 +112,6 @@ class Suite:
 # ---------------------------------------------------------------- helpers
 
 
-def child_cpu_seconds(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return t.user + t.system
-
-
 def iogen_rate(directory: str, rate: int, seconds: float, threads: int = 1) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
@@ -154,13 +149,12 @@ def bench_capacity(suite: Suite) -> None:
                 [*MYSQLIO, "record", "-p", str(gen.pid), "-o", trace], stderr=subprocess.PIPE, text=True
             )
             wait_line(rec.stderr, "mysqlio: recording pid")
-            rec_ps = psutil.Process(rec.pid)
-            cpu0 = child_cpu_seconds(rec_ps)
+            cpu0 = thread_cpu_seconds(rec.pid)
             gen.stdin.write("go\n")
             gen.stdin.flush()
             expected = json.loads(gen.stdout.readline())
             time.sleep(1.0)
-            cpu = child_cpu_seconds(rec_ps) - cpu0
+            cpu = thread_cpu_seconds(rec.pid) - cpu0
             rec.send_signal(signal.SIGINT)
             rec.communicate(timeout=120)
             gen.stdin.close()
@@ -309,11 +303,11 @@ def bench_top_cpu(suite: Suite) -> None:
             )
             wait_line(top.stderr, "mysqlio: tracing pid")
             ps = psutil.Process(top.pid)
-            cpu0, t0 = child_cpu_seconds(ps), time.monotonic()
+            cpu0, t0 = thread_cpu_seconds(top.pid), time.monotonic()
             gen.stdin.write("go\n")
             gen.stdin.flush()
             expected = json.loads(gen.stdout.readline())
-            cpu, wall = child_cpu_seconds(ps) - cpu0, time.monotonic() - t0
+            cpu, wall = thread_cpu_seconds(top.pid) - cpu0, time.monotonic() - t0
             rss = ps.memory_info().rss / 2**20
             top.send_signal(signal.SIGINT)
             top.communicate(timeout=60)

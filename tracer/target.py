@@ -34,10 +34,16 @@ def check_pid(pid: int) -> None:
 
 
 def is_alive(pid: int) -> bool:
+    """Whether the process runs (not gone, not a zombie). One read of /proc/PID/stat:
+    record asks 20 times a second, and a psutil.Process costs two reads and ~50 us."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
         return False
+    # the state follows the command name, which may hold ") " itself: after the last ')'
+    state = stat[stat.rindex(b")") + 2 :][:1]
+    return state not in (b"Z", b"X")
 
 
 def process_name(pid: int) -> str:

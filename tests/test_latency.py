@@ -222,64 +222,43 @@ def test_strace_agrees_on_the_syscall_path(disk: ThrottledDisk, iogen: Path) -> 
     assert close(ours["p50_ns"], strace_median_ns)
 
 
-def test_without_io_uring_submit_req_uring_is_counted_not_timed(
-    iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("case", ["no submission tracepoint", "untimed"])
+def test_io_uring_requests_are_counted_not_timed(
+    iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
-    """A kernel without a submission tracepoint that carries the request: the probe
-    leaves its submit program out. io_uring requests are still counted exactly (at
-    completion); they just have no latency. Simulated here by taking the feature away."""
+    """io_uring requests counted exactly, with no latency, in two cases. A kernel without
+    a submission tracepoint that carries the request: the probe leaves its submit program
+    out (simulated by taking the feature away). And top without --latency, which times
+    nothing, io_uring included, though its submissions are seen (for their offsets): the
+    kernel fills no histogram (read after start_timing(), which drains the maps the
+    programs wrote)."""
     from mysqlio import bpf_probe as probe_mod
     from mysqlio import kernel_features
     from mysqlio.abi import Api
     from mysqlio.model import PAGE_CACHE_OPS
 
-    monkeypatch.setenv(kernel_features.FEATURES_ENV, "-uring_submit")
+    untimed = case == "untimed"
+    if not untimed:
+        monkeypatch.setenv(kernel_features.FEATURES_ENV, "-uring_submit")
     gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "uring"])
     try:
-        with probe_mod.BpfProbe(gen.pid) as probe:
-            assert probe.uring_latency is False
+        with probe_mod.BpfProbe(gen.pid, timed=not untimed) as probe:
+            if untimed and probe.timed:
+                pytest.fail("this kernel has no bpf_task_pt_regs: the probe cannot open untimed")
+            assert probe.uring_latency is untimed  # submissions seen: they could be timed
             assert gen.stdin is not None and gen.stdout is not None
             gen.stdin.write("go\n")
             gen.stdin.flush()
             expected = read_json_line(gen.stdout, 60, "iogen uring")
             rows = probe.drain()
+            if untimed:
+                probe.start_timing()
             latencies = probe.drain_latency()
     finally:
         if gen.stdin:
             gen.stdin.close()
         gen.wait(timeout=30)
     # requests only: the page cache's writeback rows of io_uring's fsync carry its API too
-    uring_ops = sum(r.ops for r in rows if r.api is Api.IO_URING and r.op not in PAGE_CACHE_OPS)
-    truth = sum(f["write_ops"] + f["read_ops"] + f["sync_ops"] for f in expected["files"])
-    assert uring_ops == truth > 0
-    assert not [lat for lat in latencies if lat.api is Api.IO_URING]
-
-
-def test_untimed_probe_fills_no_io_uring_latency(iogen: Path, tmp_path: Path) -> None:
-    """top without --latency times nothing, io_uring included, though its submissions
-    are seen (for their offsets): every request is counted exactly and the kernel fills
-    no histogram. Read after start_timing(), which drains the maps the programs wrote."""
-    from mysqlio import bpf_probe as probe_mod
-    from mysqlio.abi import Api
-    from mysqlio.model import PAGE_CACHE_OPS
-
-    gen = start_iogen(str(iogen), str(tmp_path), ["--scenario", "uring"])
-    try:
-        with probe_mod.BpfProbe(gen.pid, timed=False) as probe:
-            if probe.timed:
-                pytest.fail("this kernel has no bpf_task_pt_regs: the probe cannot open untimed")
-            assert probe.uring_latency  # io_uring's submissions are seen: they could be timed
-            assert gen.stdin is not None and gen.stdout is not None
-            gen.stdin.write("go\n")
-            gen.stdin.flush()
-            expected = read_json_line(gen.stdout, 60, "iogen uring")
-            rows = probe.drain()
-            probe.start_timing()
-            latencies = probe.drain_latency()
-    finally:
-        if gen.stdin:
-            gen.stdin.close()
-        gen.wait(timeout=30)
     uring_ops = sum(r.ops for r in rows if r.api is Api.IO_URING and r.op not in PAGE_CACHE_OPS)
     truth = sum(f["write_ops"] + f["read_ops"] + f["sync_ops"] for f in expected["files"])
     assert uring_ops == truth > 0

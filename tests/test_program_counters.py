@@ -5,22 +5,19 @@ program's fdinfo: the offsets into struct bpf_prog_info are right on this kernel
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bench_server import bpf_stats_enabled
 
 from mysqlio.libbpf import program_counters
 
 
 @pytest.fixture
 def bpf_stats() -> Iterator[None]:
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
-    try:
+    with bpf_stats_enabled():
         yield
-    finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
 def fdinfo(fd: int) -> dict[str, int]:

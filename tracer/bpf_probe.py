@@ -458,10 +458,10 @@ def _latency_row(key: abi.LatKey, value: abi.LatHist) -> LatencyRow:
     )
 
 
-E = TypeVar("E", bound=enum.Enum)
+EnumT = TypeVar("EnumT", bound=enum.Enum)
 
 
-def _members(kind: type[E]) -> Callable[[int], E]:
+def _members(kind: type[EnumT]) -> Callable[[int], EnumT]:
     """value -> member of an enum, by a dict lookup: calling the enum costs ~1 us, and
     top turns hundreds of rows a second into four members each."""
     table = {m.value: m for m in kind}

@@ -16,8 +16,8 @@ import pytest
 
 from mysqlio import abi, abi_check
 from mysqlio.bpf_probe import bpf_object_path
+from mysqlio.btf import BtfTypes
 from mysqlio.errors import BpfError
-from mysqlio.libbpf import BtfTypes
 
 REPO = Path(__file__).resolve().parent.parent
 GEN = REPO / "tools" / "gen_abi.py"

@@ -13,10 +13,8 @@ from __future__ import annotations
 import ctypes
 
 from . import abi
+from .btf import BTF_KIND_STRUCT, BtfTypes
 from .errors import BpfError
-from .libbpf import BtfTypes
-
-BTF_KIND_STRUCT = 4
 
 
 def layout_differences(btf: BtfTypes, structs: dict[str, type[ctypes.Structure]]) -> list[str]:

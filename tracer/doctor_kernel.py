@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from . import preflight, syscall_hook
+from .btf import kernel_btf_has
 from .doctor_check import Check
 from .errors import BpfError
-from .libbpf import kernel_btf_has, libbpf_version
+from .libbpf import libbpf_version
 
 # The probes attach to these BTF raw tracepoints (probes/mysqlio.bpf.c, SEC("tp_btf/...")).
 SYSCALL_TRACEPOINTS = ("sys_enter", "sys_exit")

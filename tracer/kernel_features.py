@@ -21,6 +21,15 @@ import struct
 from dataclasses import dataclass, replace
 
 from . import libbpf
+from .btf import (
+    BTF_KIND_FUNC,
+    BTF_KIND_FUNC_PROTO,
+    BTF_KIND_PTR,
+    BTF_KIND_STRUCT,
+    BTF_KIND_TYPEDEF,
+    BTF_KIND_UNION,
+    read_btf,
+)
 
 BTF_PATH = "/sys/kernel/btf/vmlinux"
 FEATURES_ENV = "MYSQLIO_KERNEL_FEATURES"
@@ -34,12 +43,6 @@ BPF_FUNC_get_current_task_btf = 158
 BPF_FUNC_task_pt_regs = 175
 BPF_FUNC_find_vma = 180
 
-BTF_KIND_PTR = 2
-BTF_KIND_STRUCT = 4
-BTF_KIND_UNION = 5
-BTF_KIND_TYPEDEF = 8
-BTF_KIND_FUNC = 12
-BTF_KIND_FUNC_PROTO = 13
 BPF_PSEUDO_KFUNC_CALL = 2
 
 
@@ -213,7 +216,7 @@ def msync_vma(find_vma: bool, mm_rb: bool) -> str | None:
 def struct_has_member(struct: str, member: str, path: str = BTF_PATH) -> bool:
     """The kernel's struct has a member of that name (BTF), also inside its anonymous
     structs and unions (5.10's mm_struct keeps mm_rb in one), as CO-RE finds it."""
-    with libbpf.read_btf(path) as btf:
+    with read_btf(path) as btf:
         type_id = btf.find(struct, BTF_KIND_STRUCT)
         todo = [type_id] if type_id > 0 else []
         while todo:
@@ -254,7 +257,7 @@ def _rdonly_cast(path: str = BTF_PATH) -> bool:
     fd to load its first 8 bytes. Asked with one program doing both
     (bpf_rdonly_cast(0, <struct file>); r0 = *(u64 *)bpf_rdonly_cast(0, <struct fd>);
     r0 = 0; exit), loaded, never run."""
-    with libbpf.read_btf(path) as btf:
+    with read_btf(path) as btf:
         func = btf.find("bpf_rdonly_cast", BTF_KIND_FUNC)
         file = btf.find("file", BTF_KIND_STRUCT)
         fd = btf.find("fd", BTF_KIND_STRUCT)
@@ -300,7 +303,7 @@ class Param:
 def tracepoint_params(tracepoint: str, path: str = BTF_PATH) -> list[Param] | None:
     """The arguments of a BTF tracepoint (btf_trace_<name>, without its leading
     `void *__data`), or None when the kernel has no such tracepoint."""
-    btf_types = libbpf.read_btf(path)
+    btf_types = read_btf(path)
     with btf_types as btf:
         type_id = btf.find(f"btf_trace_{tracepoint}", BTF_KIND_TYPEDEF)
         if type_id <= 0:

@@ -13,7 +13,7 @@ import errno
 import os
 import platform
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,20 +35,14 @@ def _load_libbpf() -> ctypes.CDLL:
 _DRAIN_CHUNK = 1024  # entries read per batch call
 
 
-class _BtfType(ctypes.Structure):
+class BtfType(ctypes.Structure):
+    """struct btf_type's head (its size / type union as `size`)."""
+
     _fields_ = [("name_off", ctypes.c_uint32), ("info", ctypes.c_uint32), ("size", ctypes.c_uint32)]
 
 
 class _BtfVarSecinfo(ctypes.Structure):
     _fields_ = [("type", ctypes.c_uint32), ("offset", ctypes.c_uint32), ("size", ctypes.c_uint32)]
-
-
-class _BtfParam(ctypes.Structure):
-    _fields_ = [("name_off", ctypes.c_uint32), ("type", ctypes.c_uint32)]
-
-
-class _BtfMember(ctypes.Structure):
-    _fields_ = [("name_off", ctypes.c_uint32), ("type", ctypes.c_uint32), ("offset", ctypes.c_uint32)]
 
 
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
@@ -97,7 +91,7 @@ class _Lib:
             "bpf_program__section_name": (cp, [vp]),
             "bpf_link__destroy": (i, [vp]),
             "btf__find_by_name_kind": (i, [vp, cp, u32]),
-            "btf__type_by_id": (ctypes.POINTER(_BtfType), [vp, u32]),
+            "btf__type_by_id": (ctypes.POINTER(BtfType), [vp, u32]),
             "btf__name_by_offset": (cp, [vp, u32]),
             "btf__resolve_size": (ctypes.c_long, [vp, u32]),
             "bpf_map_lookup_elem": (i, [i, vp, vp]),
@@ -341,7 +335,7 @@ class BpfObject:
         sec = self._lib.btf__type_by_id(btf, sec_id)
         vlen = sec.contents.info & 0xFFFF
         infos = ctypes.cast(
-            ctypes.addressof(sec.contents) + ctypes.sizeof(_BtfType),
+            ctypes.addressof(sec.contents) + ctypes.sizeof(BtfType),
             ctypes.POINTER(_BtfVarSecinfo * vlen),
         ).contents
         offsets = {}
@@ -509,106 +503,12 @@ class BpfObject:
         self.close()
 
 
-BTF_KIND_TYPEDEF = 8
-_BTF_MODIFIERS = (8, 9, 10, 11, 18)  # typedef, volatile, const, restrict, type_tag
-
-
-class BtfTypes:
-    """A parsed BTF file (the kernel's /sys/kernel/btf/vmlinux, or a BPF object's), read by type id."""
-
-    def __init__(self, path: str) -> None:
-        self._lib = _get().lib
-        ctypes.set_errno(0)
-        self._btf = self._lib.btf__parse(path.encode(), None)
-        if not self._btf:
-            err = ctypes.get_errno()
-            raise OSError(err, f"btf__parse({path}) failed: {os.strerror(err) if err else 'unknown error'}")
-
-    def find(self, name: str, kind: int) -> int:
-        """The id of the type of that name and kind, <= 0 when there is none."""
-        return self._lib.btf__find_by_name_kind(self._btf, name.encode(), kind)
-
-    def _type(self, type_id: int) -> _BtfType:
-        return self._lib.btf__type_by_id(self._btf, type_id).contents
-
-    def kind(self, type_id: int) -> int:
-        return (self._type(type_id).info >> 24) & 0x1F if type_id else 0
-
-    def name(self, type_id: int) -> str:
-        return self._lib.btf__name_by_offset(self._btf, self._type(type_id).name_off).decode()
-
-    def target(self, type_id: int) -> int:
-        """What a pointer, typedef or modifier refers to."""
-        return self._type(type_id).size
-
-    def resolve(self, type_id: int) -> int:
-        """The type behind typedefs and const/volatile/restrict modifiers."""
-        while type_id and self.kind(type_id) in _BTF_MODIFIERS:
-            type_id = self.target(type_id)
-        return type_id
-
-    def func_params(self, proto_id: int) -> list[int]:
-        """The parameter type ids of a FUNC_PROTO."""
-        head = self._type(proto_id)
-        vlen = head.info & 0xFFFF
-        if not vlen:
-            return []
-        params = ctypes.cast(ctypes.addressof(head) + ctypes.sizeof(_BtfType), ctypes.POINTER(_BtfParam * vlen))
-        return [p.type for p in params.contents]
-
-    def size(self, type_id: int) -> int:
-        """The size in bytes of a type (typedefs and arrays resolved); < 0 on error."""
-        return self._lib.btf__resolve_size(self._btf, type_id)
-
-    def members(self, struct_id: int) -> list[tuple[str, int, int]]:
-        """The (name, bit offset, type id) of each member of a STRUCT or UNION."""
-        head = self._type(struct_id)
-        vlen = head.info & 0xFFFF
-        if not vlen:
-            return []
-        members = ctypes.cast(ctypes.addressof(head) + ctypes.sizeof(_BtfType), ctypes.POINTER(_BtfMember * vlen))
-        kind_flag = head.info >> 31  # then the offset's low 24 bits are the offset, the high 8 a bitfield size
-        return [
-            (
-                self._lib.btf__name_by_offset(self._btf, m.name_off).decode(),
-                m.offset & 0xFFFFFF if kind_flag else m.offset,
-                m.type,
-            )
-            for m in members.contents
-        ]
-
-    def close(self) -> None:
-        if self._btf:
-            self._lib.btf__free(self._btf)
-            self._btf = None
-
-    def __enter__(self) -> BtfTypes:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def possible_cpus() -> int:
     """The CPUs a per-CPU map holds a value for (libbpf's count of /sys's possible CPUs)."""
     count = _get().lib.libbpf_num_possible_cpus()
     if count <= 0:
         raise BpfError(f"possible CPUs: {os.strerror(-count) if count < 0 else 'none'}")
     return count
-
-
-def read_btf(path: str = "/sys/kernel/btf/vmlinux") -> BtfTypes:
-    return BtfTypes(path)
-
-
-def kernel_btf_has(
-    names: Iterable[str], path: str = "/sys/kernel/btf/vmlinux", kind: int = BTF_KIND_TYPEDEF
-) -> dict[str, bool]:
-    """Which of `names` the kernel's BTF defines (e.g. btf_trace_<tracepoint>
-    typedefs: a tp_btf program loads only if its tracepoint's is there).
-    Raises OSError when the BTF file cannot be parsed."""
-    with read_btf(path) as btf:
-        return {name: btf.find(name, kind) > 0 for name in names}
 
 
 def lib() -> Any:

@@ -2071,6 +2071,26 @@ int handle_uring_submit(__u64 *ctx)
 	return 0;
 }
 
+/* A submitted request completes, its counts taken: its latency and its event
+ * (record), then it is forgotten. The clock is read only while requests are
+ * timed: top without --latency times nothing, io_uring included, though its
+ * submission is seen anyway (for its offset). */
+static __always_inline void uring_completed(struct pending_io *pending, __u64 *key, __u8 op, __s32 res,
+					   const bool cas)
+{
+	__u64 now;
+
+	if (requests_timed()) {
+		now = bpf_ktime_get_ns();
+		if (res >= 0)
+			RECORD_LATENCY(cas, pending->dev, pending->ino, op, MIO_API_IO_URING,
+				       now - pending->ts_ns);
+		if (targ_record)
+			emit(pending, MIO_API_IO_URING, res, now);
+	}
+	bpf_map_delete_elem(&uring_pending, key);
+}
+
 /* io_uring_complete(ctx, user_data, res, cflags) (Linux 5.10): the request is
  * the one submitted with that ring and user_data; only the target's are in
  * uring_pending, and a completion may run in any context (an interrupt, on
@@ -2082,7 +2102,7 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 	struct pending_io *pending;
 	struct file_ref file = {};
 	__s32 res = (__s32)ctx[2];
-	__u64 ring = 0, key, now;
+	__u64 ring = 0, key;
 
 	/* the ring's address as a number: a kernel that types the argument
 	 * (struct io_ring_ctx *) forbids arithmetic on the pointer itself */
@@ -2097,13 +2117,7 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 	file.region = pending->op <= MIO_READ ? region_of(file.dev, file.ino, pending->offset)
 					      : MIO_REGION_NONE;
 	ACCOUNT(cas, &file, pending->op, MIO_API_IO_URING, res, pending->tid);
-	now = bpf_ktime_get_ns();
-	if (res >= 0 && requests_timed())
-		RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_IO_URING,
-			       now - pending->ts_ns);
-	if (targ_record)
-		emit(pending, MIO_API_IO_URING, res, now);
-	bpf_map_delete_elem(&uring_pending, &key);
+	uring_completed(pending, &key, pending->op, res, cas);
 	return 0;
 }
 
@@ -2112,7 +2126,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	struct io_kiocb *req;
 	struct pending_io *pending;
 	struct file_ref file;
-	__u64 key, now;
+	__u64 key;
 	__s32 res;
 	int op;
 
@@ -2143,15 +2157,7 @@ static __always_inline int on_uring_complete(__u64 *ctx, const bool cas)
 	}
 	pending->dev = file.dev;
 	pending->ino = file.ino;
-	now = bpf_ktime_get_ns();
-	/* top without --latency times nothing: not io_uring's requests either,
-	 * though their submission is seen anyway (for their offset) */
-	if (res >= 0 && requests_timed())
-		RECORD_LATENCY(cas, pending->dev, pending->ino, op, MIO_API_IO_URING,
-			       now - pending->ts_ns);
-	if (targ_record)
-		emit(pending, MIO_API_IO_URING, res, now);
-	bpf_map_delete_elem(&uring_pending, &key);
+	uring_completed(pending, &key, op, res, cas);
 	return 0;
 }
 

@@ -143,6 +143,9 @@ def lost_events(drops: dict[str, int]) -> int:
 class EventReader(Protocol):
     """record's stream of requests: each read() returns those that arrived since the last."""
 
+    # events it holds between two reads before it drops some; None: not known (read it often)
+    capacity: int | None
+
     def read(self) -> np.ndarray:
         """EVENT_DTYPE records, on CLOCK_MONOTONIC."""
         ...

@@ -30,6 +30,7 @@ class RingBufferReader:
     def __init__(self, fd: int, size: int) -> None:
         page = mmap.PAGESIZE
         self.size = size
+        self.capacity: int | None = size // RECORD  # events it holds between two reads
         self._mask = size - 1
         self._consumer = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
         self._producer = mmap.mmap(fd, page + 2 * size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page)

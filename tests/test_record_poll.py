@@ -34,7 +34,7 @@ def test_an_idle_ring_holds_a_wait_of_a_sudden_load() -> None:
 
 
 def test_never_shorter_than_the_shortest_wait() -> None:
-    # a small ring (--ring-size 1M: 16k events), idle or at a high rate: read every POLL_MIN_S
+    # a small ring (1 MiB: 16k events), idle or at a high rate: read every POLL_MIN_S
     assert poll_wait_s(0, FLUSH_S, 16_384) == POLL_MIN_S
     assert poll_wait_s(100_000, 0.05, 16_384) == POLL_MIN_S
     assert poll_wait_s(1, 0.0, RING_EVENTS) <= FLUSH_S  # no division by zero

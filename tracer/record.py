@@ -37,7 +37,7 @@ POLL_MIN_S = 0.05  # the shortest wait between two reads of the events (a ring f
 # Read the ring often enough that, at the rate of the last read, it is at most this full at
 # the next, and that it holds a wait's worth of SUDDEN_RATE (an idle server that starts a
 # bulk load). The default 64 MiB ring is read every FLUSH_S up to 260k events/s; a small
-# one (--ring-size 1M) every POLL_MIN_S. Reading every POLL_MIN_S whatever the rate was
+# one (1 MiB, as in a test) every POLL_MIN_S. Reading every POLL_MIN_S whatever the rate was
 # a quarter of record's own CPU on MariaDB 11.8 at 12k events/s (1.79 -> 1.28 % of a
 # core; issue 19).
 RING_FILL_AT_READ = 1 / 8

@@ -48,7 +48,7 @@ DROP_KEYS = proto.DROP_FIELDS  # the marks' counters; stap's own two also come f
 class StapProbe:
     """A `probe.Probe` over the records of a SystemTap script."""
 
-    capacity: int | None = None  # record: the script's output pipe is read at every POLL_MIN_S
+    capacity: int | None = None  # record reads the script's output every POLL_MIN_S
 
     def __init__(
         self,

@@ -70,7 +70,7 @@ format:
 demo: setup
 	$(PY) -m mysqlio demo
 
-# the full suite (about 1 h 45 min on 2 cores: tools/bench.py prints its estimate); results go to docs/benchmarks.md
+# the full suite (about 1 h 40 min on 2 cores: tools/bench.py prints its estimate); results go to docs/benchmarks.md
 bench: setup
 	$(PY) tools/bench.py --out docs/benchmarks.md
 

@@ -15,10 +15,11 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
                 bpftrace per-fd sum (tools/bench_server.py).
 2. tps          sysbench oltp_write_only and oltp_read_write TPS at full speed, per server
                 configuration (MariaDB 10.11 on io_uring and on libaio, MariaDB 11.8):
-                no tracer vs the floor vs top vs record vs bpftrace vs pt-ioprofile,
-                each a window of one sysbench run per round (TPS from the server's
-                Com_commit), rounds in new orders, medians and per-round ratios to no
-                tracer; the mysqlio process's CPU during the top and record windows.
+                no tracer vs the floor vs top vs record (vs bpftrace and pt-ioprofile
+                under the first workload), each an 8 s window of one sysbench run per
+                round (TPS from the server's Com_commit), rounds in new orders, medians
+                and per-round ratios to no tracer; the mysqlio process's CPU during the
+                top and record windows.
    request_cost ns per pwrite64 of iogen flat out, untraced vs top / record on
                 either syscall hook: the cost of one traced request, caches warm.
    syscall_tax  ns per getppid of a process no tracer traces, under each tracer: the
@@ -622,6 +623,7 @@ disk only): also empty programs, with the pid filter, on the page-cache and devi
 tracepoints mysqlio hooks; "-exits": the same without the enter programs
 but msync's (untimed `top`'s hooks). "pt-ioprofile":
 percona-toolkit's, an strace of every syscall of the server for the run.
+bpftrace and pt-ioprofile have TPS windows under the first workload only.
 "-nopc": mysqlio without its page-cache and device hooks; on tmpfs those hooks
 never run (no writeback), so the pair is only compared on disk (11.8;
 `pagecache` below measures them on a loop ext4). Each TPS row's note says what

@@ -55,6 +55,10 @@ from mysqlio.devtools.sysbench import Sysbench
 WORKLOADS = ("oltp_write_only", "oltp_read_write")
 KERNEL_WORKLOAD = "oltp_write_only"
 TPS_VARIANTS = ("none", "floor", "top", "record", "bpftrace", "pt-ioprofile")
+# The other tools get TPS windows under the first workload only: what they see and cost
+# is shown side by side there, and 40 more windows a configuration under the second
+# (9 minutes in all) made `make bench` too long to share a session with a CI run.
+COMPARED = ("bpftrace", "pt-ioprofile")
 # The floors come first: a variant's ratio is taken to the floor on its hooks.
 # "floor" has an enter and an exit program per syscall, the hooks of timed requests
 # (record, top --latency); "-exits" only the exits (and msync's enter), untimed top's.
@@ -102,9 +106,10 @@ class ServerConfig:
     where: str  # which server, for the notes
     on_tmpfs: bool  # its datadir: then the page-cache hooks never run ("-nopc" left out)
 
-    @property
-    def tps_variants(self) -> tuple[str, ...]:
-        return TPS_VARIANTS if self.on_tmpfs else (*TPS_VARIANTS, *NOPC)
+    def tps_variants(self, compared: bool = True) -> tuple[str, ...]:
+        """The TPS windows of a round; without the other tools when not `compared`."""
+        mine = TPS_VARIANTS if compared else tuple(v for v in TPS_VARIANTS if v not in COMPARED)
+        return mine if self.on_tmpfs else (*mine, *NOPC)
 
     @property
     def kernel_variants(self) -> tuple[str, ...]:
@@ -139,7 +144,15 @@ def chosen_workloads() -> list[str]:
 
 
 def run_seconds(smoke: bool) -> int:
+    """One kernel_cost run."""
     return 3 if smoke else 10
+
+
+def window_seconds(smoke: bool) -> int:
+    """One TPS window. 8 s (10 until 2026-11-28): the load's TPS moves in plateaus of
+    several seconds either way, and 10 rounds of windows of every variant, workload and
+    server are most of `make bench`, which must leave a session room for its CI run."""
+    return 3 if smoke else 8
 
 
 def rounds_of(smoke: bool) -> int:
@@ -155,9 +168,10 @@ def estimate_s(smoke: bool, kernel_cost: bool, tps: bool) -> float:
             # and one run counting the syscalls (_syscall_rows)
             total += SERVER_START_S + (len(config.kernel_variants) + 1) * per_run
         if tps:
-            per_window = run_seconds(smoke) + WINDOW_SETTLE_S + WINDOW_OVERHEAD_S
-            total += SERVER_START_S + len(chosen_workloads()) * (
-                LOAD_WARMUP_S + rounds_of(smoke) * len(config.tps_variants) * per_window
+            per_window = window_seconds(smoke) + WINDOW_SETTLE_S + WINDOW_OVERHEAD_S
+            total += SERVER_START_S + sum(
+                LOAD_WARMUP_S + rounds_of(smoke) * len(config.tps_variants(i == 0)) * per_window
+                for i in range(len(chosen_workloads()))
             )
     return total
 
@@ -245,15 +259,16 @@ def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
             if kernel_cost:
                 _kernel_cost(suite, server, config, run_seconds(suite.smoke), tmp)
             if tps:
-                for workload in chosen_workloads():
-                    _tps(suite, server, config, workload, tmp)
+                for i, workload in enumerate(chosen_workloads()):
+                    _tps(suite, server, config, workload, tmp, compared=i == 0)
 
 
 # ---------------------------------------------------------------- TPS
 
 
-def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp: str) -> None:
-    run_s, rounds = run_seconds(suite.smoke), rounds_of(suite.smoke)
+def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp: str, compared: bool) -> None:
+    run_s, rounds = window_seconds(suite.smoke), rounds_of(suite.smoke)
+    variants = config.tps_variants(compared)
     cpu: dict[str, list[float]] = {name: [] for name in CPU_TARGET}
     tps = windowed_tps(
         server.db.pid,
@@ -262,7 +277,7 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
         run_s,
         rounds,
         tmp,
-        config.tps_variants,
+        variants,
         seed=7,
         script=workload,
         cpu=cpu,
@@ -270,7 +285,7 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
     )
     title = f"sysbench {workload}, {server.title},"
     note = f"{rounds} rounds of a {run_s} s window each, one sysbench run, Com_commit; {server.note}"
-    sees = {name: CAN_SEE[base_name(name)] for name in config.tps_variants}
+    sees = {name: CAN_SEE[base_name(name)] for name in variants}
     notes = {name: f"{note}; sees: {seen}" if seen else note for name, seen in sees.items()}
     add_tps_results(suite, tps, f"{title} under", note, notes=notes)
     for name, values in cpu.items():

@@ -23,7 +23,10 @@
 #define NAME_LEN 48        /* bytes kept per path component */
 #define MAX_SERVER_FILES 16384 /* files the traced server touched (writeback attribution) */
 #define MAX_FLUSHERS 1024  /* kernel flusher threads inside a writeback pass */
-#define MAX_DEV_ROWS 1024  /* (device, direction, owner) rows of the device counters */
+#define DEV_SLOT_BITS 6
+#define DEV_SLOTS (1 << DEV_SLOT_BITS) /* block devices counted, per CPU */
+#define DEV_PROBES 4                   /* slots tried from a device's hash */
+#define DEV_OWNERS 5                   /* enum mio_owner's values: a device's columns */
 #define MAX_VMA_DEPTH 48   /* rb-tree levels searched for an address (kernels before 6.1) */
 #define PAGE_BYTES 4096    /* the page size of the kernels probed (x86-64, arm64 4K) */
 #define MAX_REGION_FILES 4  /* files split into regions (InnoDB system tablespace files) */
@@ -183,17 +186,13 @@ struct file_id {
 };
 
 /* Cumulative counters of one block device (disk, not partition; kernel
- * dev_t), one direction and one owner. Never reset: userspace takes deltas. */
-struct dev_key {
-	__u32 dev;
-	__u8 dir;   /* enum mio_dir */
-	__u8 owner; /* enum mio_owner */
-	__u16 pad;
-};
-
-struct dev_stats {
-	__u64 bytes;
-	__u64 count; /* bios queued */
+ * dev_t) on one CPU, by direction and owner (MIO_OWNER_DEVICE's column is
+ * unused: the device's own view is read from /sys). Never reset: userspace
+ * sums the CPUs' and takes deltas. */
+struct dev_slot {
+	__u64 dev; /* 0: a free slot (64 bits: the compare-and-swap of older clang) */
+	__u64 bytes[2][DEV_OWNERS]; /* [enum mio_dir][enum mio_owner] */
+	__u64 count[2][DEV_OWNERS]; /* bios queued */
 };
 
 /* Path components from the file up, as far as PATH_DEPTH allows;
@@ -279,7 +278,7 @@ struct drop_counters {
 				* (in flight at attach); top and record: such an
 				* io_uring completion (counted, recorded untimed):
 				* its latency is unknown */
-	__u64 dev_full;        /* a (device, direction, owner) row did not fit */
+	__u64 dev_full;        /* a bio of a device that found no free slot */
 	__u64 msync_no_file;   /* an msync whose address no file mapping held */
 };
 

@@ -24,7 +24,10 @@ PATH_DEPTH = 8
 NAME_LEN = 48
 MAX_SERVER_FILES = 16384
 MAX_FLUSHERS = 1024
-MAX_DEV_ROWS = 1024
+DEV_SLOT_BITS = 6
+DEV_SLOTS = 64
+DEV_PROBES = 4
+DEV_OWNERS = 5
 MAX_VMA_DEPTH = 48
 PAGE_BYTES = 4096
 MAX_REGION_FILES = 4
@@ -194,23 +197,13 @@ class FileId(Struct):
     ]
 
 
-class DevKey(Struct):
-    """struct dev_key"""
+class DevSlot(Struct):
+    """struct dev_slot"""
 
     _fields_ = [
-        ("dev", ctypes.c_uint32),
-        ("dir", ctypes.c_uint8),
-        ("owner", ctypes.c_uint8),
-        ("pad", ctypes.c_uint16),
-    ]
-
-
-class DevStats(Struct):
-    """struct dev_stats"""
-
-    _fields_ = [
-        ("bytes", ctypes.c_uint64),
-        ("count", ctypes.c_uint64),
+        ("dev", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64 * DEV_OWNERS * 2),
+        ("count", ctypes.c_uint64 * DEV_OWNERS * 2),
     ]
 
 
@@ -310,8 +303,7 @@ STRUCTS: dict[str, type[Struct]] = {
     "thread_name": ThreadName,
     "file_op_stats": FileOpStats,
     "file_id": FileId,
-    "dev_key": DevKey,
-    "dev_stats": DevStats,
+    "dev_slot": DevSlot,
     "file_name": FileName,
     "lat_key": LatKey,
     "lat_hist": LatHist,

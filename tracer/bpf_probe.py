@@ -17,13 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from . import abi, abi_check, kernel_features, stats_cells, syscall_hook
 from .disk_stat import DiskCounters
 from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
 from .latency import Histogram
-from .libbpf import BpfMap, BpfObject, possible_cpus, program_counters
+from .libbpf import BpfMap, BpfObject, program_counters
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
 from .ringbuf import RingBufferReader
 
@@ -149,7 +151,7 @@ class BpfProbe:
         self._next_aging = time.monotonic() + AGING_EVERY_S
         self._names = self._obj.map("names")
         self._threads = self._obj.map("threads")
-        self._devstats = self._obj.map("devstats")
+        self._devslots = self._obj.map("devslots")
         self._disks = DiskCounters() if self.page_cache else None  # the devices' own view, from now on
         self._prog_fds = self._obj.program_fds()
         self._server_files = self._obj.map("server_files")
@@ -364,7 +366,7 @@ class BpfProbe:
         bios by owner, and what each disk they went to completed (the kernel's counters)."""
         if not self._disks:
             return []
-        bios = [_device_count(k, v) for k, v in _summed_over_cpus(self._devstats, abi.DevKey, abi.DevStats)]
+        bios = device_bios(self._devslots.per_cpu_array(ctypes.sizeof(abi.DevSlot) // 8))
         return bios + self._disks.since_start(c.dev for c in bios)
 
     def drops(self) -> Drops:
@@ -487,14 +489,23 @@ def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
     )
 
 
-def _device_count(key: abi.DevKey, value: abi.DevStats) -> DeviceCount:
-    return DeviceCount(
-        dev=dev_from_kernel(key.dev),
-        dir=abi.Dir(key.dir),
-        owner=abi.Owner(key.owner),
-        bytes=value.bytes,
-        count=value.count,
-    )
+def device_bios(words: Any) -> list[DeviceCount]:
+    """The bios by device, direction and owner, from the per-CPU slots of `devslots`
+    (struct dev_slot: the device, then bytes and counts as [dir][owner]); a device's
+    slot may differ from one CPU to another."""
+    cells = 2 * abi.DEV_OWNERS
+    slots = np.frombuffer(words, np.uint64).reshape(-1, 1 + 2 * cells)
+    devs = slots[:, 0]
+    out = []
+    for dev in np.unique(devs[devs != 0]).tolist():
+        summed = slots[devs == dev, 1:].sum(axis=0, dtype=np.uint64)
+        for d in (abi.Dir.READ, abi.Dir.WRITE):
+            for owner in range(1, abi.DEV_OWNERS):
+                at = d * abi.DEV_OWNERS + owner
+                count = int(summed[cells + at])
+                if count:
+                    out.append(DeviceCount(dev_from_kernel(dev), d, abi.Owner(owner), int(summed[at]), count))
+    return out
 
 
 def _kernel_name(raw: abi.FileName) -> KernelName:
@@ -503,22 +514,3 @@ def _kernel_name(raw: abi.FileName) -> KernelName:
     joined = "/".join(reversed(parts))
     path = "/" + joined if raw.complete else ".../" + joined
     return KernelName(path=path, complete=bool(raw.complete), deleted=raw.nlink == 0)
-
-
-def _summed_over_cpus(table: BpfMap, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
-    """Every (key, value) of a per-CPU map now, left in place, each value its CPUs' sum
-    (counters: value_type's fields all integers, its size a multiple of 8 bytes, the
-    stride at which the kernel copies each CPU's value)."""
-    if ctypes.sizeof(value_type) % 8:
-        raise ValueError(f"{value_type.__name__}: a per-CPU value must be a multiple of 8 bytes")
-    cpus = possible_cpus()
-    out = []
-    for key in table.keys(key_type):
-        per_cpu = (value_type * cpus)()
-        if not table.lookup(key, per_cpu):  # gone between the two calls: skipped
-            continue
-        total = value_type()
-        for field, *_ in value_type._fields_:
-            setattr(total, field, sum(getattr(value, field) for value in per_cpu))
-        out.append((key, total))
-    return out

@@ -33,6 +33,7 @@ def _load_libbpf() -> ctypes.CDLL:
 
 
 _DRAIN_CHUNK = 1024  # entries read per batch call
+_ENOTSUPP = 524  # the kernel's internal "not supported" (no batch ops for a map type), not in errno
 
 
 class BtfType(ctypes.Structure):
@@ -103,6 +104,7 @@ class _Lib:
                 i,
                 [i, vp, vp, vp, vp, ctypes.POINTER(u32), vp],
             ),
+            "bpf_map_lookup_batch": (i, [i, vp, vp, vp, vp, ctypes.POINTER(u32), vp]),
         }
         for name, (restype, argtypes) in sigs.items():
             fn = getattr(lib, name)
@@ -182,6 +184,7 @@ class BpfMap:
         self.key_size = lib.bpf_map__key_size(handle)
         self.value_size = lib.bpf_map__value_size(handle)
         self.max_entries = lib.bpf_map__max_entries(handle)
+        self._no_batch = False  # the kernel has no batch lookup for this map type
 
     @property
     def fd(self) -> int:
@@ -217,6 +220,36 @@ class BpfMap:
             if self.lookup(key, value):  # gone between the two calls: skipped
                 out.append((key, value))
         return out
+
+    def per_cpu_array(self, words: int) -> Any:
+        """Every index of a per-CPU array of `words` 64-bit words a value: [index][cpu][word],
+        flat. In one call where the kernel has the batch lookup of per-CPU arrays (not
+        5.10: ENOTSUPP), else index by index. The kernel copies each CPU's value at a
+        stride of 8 bytes, so a value here is whole words."""
+        lib = _get().lib
+        if self.value_size != 8 * words:
+            raise BpfError(f"map {self.name}: values of {self.value_size} bytes, not {words} words")
+        per_index = possible_cpus() * words
+        values = (ctypes.c_uint64 * (self.max_entries * per_index))()
+        if not self._no_batch:
+            keys = (ctypes.c_uint32 * self.max_entries)()
+            count = ctypes.c_uint32(self.max_entries)
+            token = ctypes.c_uint32(0)
+            rc = lib.bpf_map_lookup_batch(self.fd, None, ctypes.byref(token), keys, values, ctypes.byref(count), None)
+            err = ctypes.get_errno() if rc else 0
+            if not rc or err == errno.ENOENT:  # ENOENT: the walk reached the end
+                if count.value == self.max_entries:
+                    return values
+                raise BpfError(f"reading map {self.name}: {count.value} of its {self.max_entries} indexes")
+            if err not in (_ENOTSUPP, errno.EOPNOTSUPP, errno.EINVAL):
+                raise BpfError(f"reading map {self.name}: {os.strerror(err)}")
+            self._no_batch = True
+        stride = per_index * 8
+        for index in range(self.max_entries):
+            key = ctypes.c_uint32(index)
+            if lib.bpf_map_lookup_elem(self.fd, ctypes.byref(key), ctypes.byref(values, index * stride)):
+                raise _errno_error(f"reading index {index} of map {self.name}")
+        return values
 
     def drain(self, key_type: type[Any], value_type: type[Any]) -> list[tuple[Any, Any]]:
         """Read and delete every entry. The map must be quiescent (no writer).

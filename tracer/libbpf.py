@@ -241,6 +241,7 @@ class BpfMap:
                 if count.value == self.max_entries:
                     return values
                 raise BpfError(f"reading map {self.name}: {count.value} of its {self.max_entries} indexes")
+            # ENOTSUPP: no batch ops for the map type (5.10); EINVAL: no batch command (before 5.6)
             if err not in (_ENOTSUPP, errno.EOPNOTSUPP, errno.EINVAL):
                 raise BpfError(f"reading map {self.name}: {os.strerror(err)}")
             self._no_batch = True

@@ -13,6 +13,8 @@
 #define STATS_CELL_PROBES 8 /* cells tried per row before the overflow hash map */
 #define MAX_NAMES 16384    /* files whose dentry path is remembered */
 #define MAX_THREADS 16384  /* thread names remembered */
+#define INFLIGHT_BITS 14
+#define INFLIGHT_SLOTS (1 << INFLIGHT_BITS) /* cells of in-flight syscalls (two candidates per thread) */
 #define COMM_LEN 16
 #define MAX_IOCBS 64       /* iocbs walked per io_submit */
 #define MAX_IOVECS 16      /* iovecs summed per IOCB_CMD_PWRITEV/PREADV */
@@ -265,7 +267,7 @@ struct pending_io {
 /* Counters of what could not be accounted, read by userspace from .bss. */
 struct drop_counters {
 	__u64 stats_full;      /* a new (file, op) row did not fit the map */
-	__u64 inflight_full;   /* no task storage for a syscall until its exit (out of memory) */
+	__u64 inflight_full;   /* a syscall's in-flight slot taken before its exit by a thread sharing its cells */
 	__u64 iocbs_truncated; /* iocbs past MAX_IOCBS, or iovecs past MAX_IOVECS */
 	__u64 uring_no_file;   /* io_uring completion with no file attached */
 	__u64 read_faults;     /* user memory (iocbs, iovecs) that could not be read */

@@ -121,8 +121,8 @@ static __always_inline __u32 task_flags(void)
 	struct task_struct *task;
 
 	/* a BTF pointer's field is a plain load, where the kernel gives one
-	 * (bpf_get_current_task_btf, 5.11: implied by targ_task_storage, 5.13) */
-	if (targ_task_storage)
+	 * (bpf_get_current_task_btf, 5.11) */
+	if (HAS_TASK_BTF)
 		return bpf_get_current_task_btf()->flags;
 	task = (struct task_struct *)bpf_get_current_task();
 	return BPF_CORE_READ(task, flags);

@@ -373,9 +373,9 @@ def test_check_kernel_is_informational() -> None:
         assert doctor_kernel.check_kernel(release) == Check("kernel", "ok", f"Linux {release}", value=release)
 
 
-FULL = KernelFeatures(True, True, True, True, 1, ("io_uring_submit_req", 0), task_pt_regs=True, rdonly_cast=True)
+FULL = KernelFeatures(True, True, True, 1, ("io_uring_submit_req", 0), task_pt_regs=True, rdonly_cast=True)
 # as Debian 11's 5.10 answered the probes in the kernel matrix
-DEBIAN_5_10 = KernelFeatures(False, False, False, True, None, ("io_uring_submit_sqe", 1), True)
+DEBIAN_5_10 = KernelFeatures(False, False, True, None, ("io_uring_submit_sqe", 1), True)
 
 
 def test_kernel_feature_checks_say_each_fallback() -> None:
@@ -384,7 +384,6 @@ def test_kernel_feature_checks_say_each_fallback() -> None:
     assert full["io_uring latency"].detail.startswith("io_uring_submit_req:")
     old = {c.name: c for c in doctor_features.kernel_feature_checks(DEBIAN_5_10)}
     assert {n: c.status for n, c in old.items()} == {
-        "task storage": "warn",
         "task BTF": "warn",
         "task registers": "warn",
         "BTF casts": "warn",
@@ -393,7 +392,6 @@ def test_kernel_feature_checks_say_each_fallback() -> None:
         "io_uring counts": "warn",
         "io_uring latency": "ok",
     }
-    assert "per-thread LRU hash" in old["task storage"].detail
     assert "ring and user_data" in old["io_uring counts"].detail
     assert not any(c.required for c in old.values())
     none = {

@@ -64,7 +64,6 @@ def test_io_uring_request_is_found_in_each_layout(
 
 # a kernel with every feature
 FULL = kernel_features.KernelFeatures(
-    task_storage=True,
     task_btf=True,
     atomics=True,
     ringbuf=True,
@@ -82,12 +81,12 @@ FULL = kernel_features.KernelFeatures(
 
 def test_pretend_takes_features_away_and_rejects_unknown_names() -> None:
     full = FULL
-    less = kernel_features._pretend(full, "-task_storage, -atomics,-uring_submit")
-    assert (less.task_storage, less.atomics, less.uring_submit, less.ringbuf) == (False, False, None, True)
+    less = kernel_features._pretend(full, "-task_btf, -atomics,-uring_submit")
+    assert (less.task_btf, less.atomics, less.uring_submit, less.ringbuf) == (False, False, None, True)
     assert kernel_features._pretend(full, "") == full
     with pytest.raises(ValueError, match="unknown feature"):
         kernel_features._pretend(full, "-bogus")
-    assert len(kernel_features._pretend(full, "-task_storage,-atomics,-ringbuf,-uring_complete").degraded()) == 4
+    assert len(kernel_features._pretend(full, "-task_btf,-atomics,-ringbuf,-uring_complete").degraded()) == 4
 
 
 # Verifier logs as libbpf printed them when Debian's kernels refused earlier
@@ -170,13 +169,14 @@ SCENARIOS = ["pwrite", "writev", "reads", "sync", "aio", "uring", "errors"]
 
 
 @pytest.mark.bpf
-@pytest.mark.parametrize("missing", ["-task_storage,-atomics,-uring_submit", "-task_pt_regs", "-rdonly_cast"])
+@pytest.mark.parametrize("missing", ["-atomics,-uring_submit", "-task_pt_regs", "-rdonly_cast"])
 def test_fallbacks_are_exact(
     bpf_ready: None, iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
 ) -> None:
-    """Without task storage (per-thread LRU hash), BPF atomics (the *_nocas
-    programs) and an io_uring submission tracepoint, top still counts every
-    file exactly, and record still records every request."""
+    """Without BPF atomics (the *_nocas programs) and an io_uring submission
+    tracepoint, without bpf_task_pt_regs (arguments kept at entry), or
+    without BTF casts, top still counts every file exactly, and record still
+    records every request."""
     monkeypatch.setenv(kernel_features.FEATURES_ENV, missing)
     args = [a for s in SCENARIOS for a in ("--scenario", s)]
     for mode in ("top", "record"):

@@ -20,8 +20,8 @@ Pass criteria (all must hold; the result lists each that failed):
 - kernel maps bounded: no hash / LRU map holds more entries in the last third
   than it ever held before, none exceeds its max_entries; maps swapped every
   interval (stats_a / stats_b, lat_a / lat_b) are judged as one pair and must be
-  empty after the load, as must aio_pending and uring_pending (inflight is
-  task-local storage: one slot per traced thread, freed with it); the ring
+  empty after the load, as must aio_pending and uring_pending (inflight is a
+  fixed array, one cell per traced thread: not judged); the ring
   buffer is never more than half full; the maps held never change (same names,
   same ids); open fds do not grow;
 - lost events 0 in top's JSON and in the trace;

@@ -30,11 +30,7 @@ from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpC
 from .ringbuf import RingBufferReader
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
-BPF_MAP_TYPE_HASH_LRU = 9
 BPF_MAP_TYPE_ARRAY = 2
-# threads with a syscall in flight, on kernels without task storage (the LRU
-# evicts the rows of threads that exited)
-MAX_INFLIGHT_THREADS = 16384
 # programs built twice: without the compare-and-swap instruction for kernels
 # that lack BPF atomics (the verifier rejects it even where it is never run)
 NOCAS_SUFFIX = "_nocas"
@@ -210,9 +206,6 @@ class BpfProbe:
         lacks, programs it cannot take left out (kernel_features.degraded()
         says what each costs)."""
         obj = self._obj
-        if not features.task_storage:
-            obj.retype_map("inflight", BPF_MAP_TYPE_HASH_LRU, MAX_INFLIGHT_THREADS)
-            obj.set_rodata("targ_task_storage", ctypes.c_bool(False))
         if not features.ringbuf:
             if record:
                 raise BpfError(

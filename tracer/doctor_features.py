@@ -21,13 +21,6 @@ def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
 
     checks = [
         feature(
-            "task storage",
-            features.task_storage,
-            "bpf_task_storage_get in tracing programs: in-flight syscalls in task-local storage",
-            "no task storage for tracing programs (Linux 5.13): in-flight syscalls in a bounded per-thread LRU "
-            "hash instead (a little slower; nothing lost)",
-        ),
-        feature(
             "task BTF",
             features.task_btf,
             "bpf_get_current_task_btf: the fd table read with plain loads",

@@ -8,7 +8,7 @@ the kernel's BTF. The probe object adapts to the answers before load
 (tracer/probe.py): a map retyped, a program left out or retargeted, a
 `const volatile` switch. `degraded()` says what a missing feature costs.
 
-MYSQLIO_KERNEL_FEATURES=-task_storage,-atomics,... pretends a feature is
+MYSQLIO_KERNEL_FEATURES=-atomics,-task_pt_regs,... pretends a feature is
 missing, so the fallbacks are tested on any kernel (they also run for real on
 the old kernels of the kernel matrix).
 """
@@ -38,7 +38,6 @@ FEATURES_ENV = "MYSQLIO_KERNEL_FEATURES"
 BPF_PROG_TYPE_SOCKET_FILTER = 1
 BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_MAP_TYPE_RINGBUF = 27
-BPF_FUNC_task_storage_get = 156
 BPF_FUNC_get_current_task_btf = 158
 BPF_FUNC_task_pt_regs = 175
 BPF_FUNC_find_vma = 180
@@ -50,7 +49,6 @@ BPF_PSEUDO_KFUNC_CALL = 2
 class KernelFeatures:
     """The answers; each field names its upstream floor for the docs, not for a check."""
 
-    task_storage: bool  # bpf_task_storage_get from tracing programs (5.13)
     task_btf: bool  # bpf_get_current_task_btf (5.11)
     atomics: bool  # BPF_ATOMIC compare-and-swap (5.12)
     ringbuf: bool  # BPF_MAP_TYPE_RINGBUF (5.8)
@@ -85,11 +83,6 @@ class KernelFeatures:
     def degraded(self) -> list[str]:
         """What this kernel costs the user, one sentence each (empty: nothing)."""
         out = []
-        if not self.task_storage:
-            out.append(
-                "no task-local storage for tracing programs (Linux 5.13): in-flight syscalls are kept "
-                "in a bounded per-thread hash (a little slower; nothing lost)"
-            )
         if not self.task_btf:
             out.append("no bpf_get_current_task_btf (Linux 5.11): the fd table is read with probe reads")
         if not self.task_pt_regs:
@@ -148,7 +141,6 @@ def probe() -> KernelFeatures:
     }
     bio_queue = params["block_bio_queue"]
     found = KernelFeatures(
-        task_storage=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_task_storage_get),
         task_btf=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_get_current_task_btf),
         atomics=_loads(_CMPXCHG_PROGRAM),
         ringbuf=libbpf.lib().libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, None) == 1,
@@ -180,7 +172,6 @@ def _pretend(found: KernelFeatures, spec: str) -> KernelFeatures:
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name = item.lstrip("-")
         if name in (
-            "task_storage",
             "task_btf",
             "task_pt_regs",
             "rdonly_cast",

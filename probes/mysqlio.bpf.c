@@ -458,7 +458,12 @@ static __always_inline __u32 current_tid(void)
 
 static __always_inline bool is_target_tgid(__u32 tgid)
 {
-	return !targ_tgid || tgid == targ_tgid;
+	struct mio_control *ctl;
+
+	if (!targ_tgid)
+		return true;
+	ctl = control_get();
+	return ctl && ctl->tgid == tgid;
 }
 
 static __always_inline bool is_target(void)

@@ -112,8 +112,12 @@ struct region_table {
 };
 
 /* What every exit program reads before it counts a request, written whole by
- * userspace (the one entry of the map `control`): one cache line (issue 19:
- * the state it replaced sat in three maps, a cold line each per request).
+ * userspace (the one entry of the map `control`): 64 bytes in the kernel's
+ * direct map (a small array that is not mappable is kmalloc'd; issue 19: the
+ * state it replaced sat in three maps, a cold line each per request).
+ * tgid: the target, which every program's pid filter compares here rather
+ * than in .rodata, a line an untimed exit would read only for it (0 until
+ * userspace writes it, before any program is attached: no thread matches).
  * timed: requests are timed (the enter programs stamp them). cells_half: the
  * half of the stats table the programs write (userspace reads the other).
  * cells_mask: the cells of a half in use, less one (a power of two, less one):
@@ -126,7 +130,7 @@ struct mio_control {
 	__u32 cells_half;
 	__u32 cells_mask;
 	__u32 region_dev[MAX_REGION_FILES];
-	__u32 pad;
+	__u32 tgid; /* the target (targ_tgid); 0 until userspace writes it: no thread matches */
 	__u64 region_ino[MAX_REGION_FILES];
 };
 

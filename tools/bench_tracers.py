@@ -278,6 +278,8 @@ class Tracer:
         for program in unused:
             self._floor.disable_program(program)
         self._floor.set_rodata("targ_tgid", ctypes.c_uint32(self.pid))
+        # its pid filter's read as cheap as mysqlio's (BpfProbe does the same)
+        self._floor.unmappable_global_data()
         self._floor.load()
         self._floor.attach_all()
         if self.hook == "tracepoints":

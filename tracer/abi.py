@@ -131,7 +131,7 @@ class Control(Struct):
         ("cells_half", ctypes.c_uint32),
         ("cells_mask", ctypes.c_uint32),
         ("region_dev", ctypes.c_uint32 * MAX_REGION_FILES),
-        ("pad", ctypes.c_uint32),
+        ("tgid", ctypes.c_uint32),
         ("region_ino", ctypes.c_uint64 * MAX_REGION_FILES),
     ]
 

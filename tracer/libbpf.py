@@ -21,6 +21,7 @@ from . import verifier_log
 from .errors import BpfError
 
 BTF_KIND_DATASEC = 15
+BPF_F_MMAPABLE = 1 << 10
 _LOG_LIMIT = 200_000
 
 
@@ -72,6 +73,7 @@ class _Lib:
             "bpf_map__set_max_entries": (i, [vp, u32]),
             "bpf_map__set_type": (i, [vp, i]),
             "bpf_map__set_map_flags": (i, [vp, u32]),
+            "bpf_map__map_flags": (u32, [vp]),
             "bpf_map__set_key_size": (i, [vp, u32]),
             "bpf_map__set_value_size": (i, [vp, u32]),
             "bpf_program__set_attach_target": (i, [vp, i, cp]),
@@ -399,6 +401,19 @@ class BpfObject:
         if not bpf_map.lookup(ctypes.c_uint32(0), buf):
             raise _errno_error(f"reading {name}")
         return ctype.from_buffer_copy(buf.raw[offset : offset + size])
+
+    def unmappable_global_data(self) -> None:
+        """Before load: the global-data maps (.rodata, .bss, .data) without the
+        BPF_F_MMAPABLE libbpf gives them. A mappable array's values are vmalloc'd,
+        4 KiB pages each with a TLB entry of its own; a small unmappable one is
+        kmalloc'd, in the kernel's direct map (huge pages). Every program reads
+        .rodata (issue 19). Nothing here maps them: set_rodata and read_bss do not."""
+        lib = self._lib
+        for bpf_map in self._maps.values():
+            if any(bpf_map.name.endswith(s) or f"{s}." in bpf_map.name for s in (".rodata", ".bss", ".data")):
+                flags = lib.bpf_map__map_flags(bpf_map.handle)
+                if flags & BPF_F_MMAPABLE and lib.bpf_map__set_map_flags(bpf_map.handle, flags & ~BPF_F_MMAPABLE):
+                    raise _errno_error(f"flags of map {bpf_map.name}")
 
     def set_max_entries(self, name: str, entries: int) -> None:
         """Resize a map before load (for a ring buffer: its size in bytes, a power of 2 pages)."""

@@ -1755,8 +1755,9 @@ static __always_inline int on_sys_exit_entered(long ret, const bool cas)
 /* A read/write/sync syscall returns while requests are not timed (top
  * without --latency; targ_args_at_exit): counted from its registers alone.
  * No in-flight slot is read: measured on 6.18 with MariaDB 10.11
- * (tools/ab_objects.py, issue 19), the task storage lookup cost more than
- * the thread's last-file cache it holds saves (x 0.94 per request). */
+ * (tools/ab_objects.py, issue 19) when the slot was task storage, its lookup
+ * cost more than the thread's last-file cache it holds saves (x 0.94 per
+ * request). Not measured again since the slot became an array cell. */
 static __always_inline int account_untimed(struct syscall_args *a, long ret, struct pt_regs *regs,
 					   struct task_struct *task, __u32 tid, const bool cas, const bool cast)
 {

@@ -337,10 +337,19 @@ struct {
 	__type(value, struct thread_name);
 } threads SEC(".maps");
 
-/* record: the event stream; sized by userspace before load */
-struct {
+/* record: the event stream, one ring buffer per CPU (created, sized and put
+ * in by userspace after load). One ring shared by every CPU made each event
+ * take the ring's lock and producer lines from the CPU that wrote last. */
+struct event_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4096);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1); /* the possible CPUs, set by userspace */
+	__type(key, __u32);
+	__array(values, struct event_ring);
 } events SEC(".maps");
 
 /* The region files (one entry, written by userspace after load): see
@@ -953,11 +962,14 @@ static __noinline void account_cas(const struct file_ref *file, __u8 op, __u8 ap
  * ("Arg#0 type PTR in emit() is not supported yet" on 5.10). */
 static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result, __u64 now)
 {
+	__u32 cpu = bpf_get_smp_processor_id();
 	struct mio_event *e;
+	void *ring;
 
 	if (!req)
 		return 0;
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	ring = bpf_map_lookup_elem(&events, &cpu);
+	e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : NULL;
 	if (!e) {
 		__sync_fetch_and_add(&drops.ringbuf_full, 1);
 		return 0;
@@ -1755,9 +1767,9 @@ static __always_inline int on_sys_exit_entered(long ret, const bool cas)
 /* A read/write/sync syscall returns while requests are not timed (top
  * without --latency; targ_args_at_exit): counted from its registers alone.
  * No in-flight slot is read: measured on 6.18 with MariaDB 10.11
- * (tools/ab_objects.py, issue 19) when the slot was task storage, its lookup
- * cost more than the thread's last-file cache it holds saves (x 0.94 per
- * request). Not measured again since the slot became an array cell. */
+ * (tools/ab_objects.py, issue 19), claiming the thread's cell costs more than
+ * the last-file cache it holds saves: going through it made untimed top
+ * x 1.17 per request (4 rounds; x 1.06 when the slot was task storage). */
 static __always_inline int account_untimed(struct syscall_args *a, long ret, struct pt_regs *regs,
 					   struct task_struct *task, __u32 tid, const bool cas, const bool cast)
 {

@@ -275,7 +275,7 @@ struct drop_counters {
 	__u64 iocbs_truncated; /* iocbs past MAX_IOCBS, or iovecs past MAX_IOVECS */
 	__u64 uring_no_file;   /* io_uring completion with no file attached */
 	__u64 read_faults;     /* user memory (iocbs, iovecs) that could not be read */
-	__u64 ringbuf_full;    /* record: an event did not fit the ring buffer */
+	__u64 ringbuf_full;    /* record: an event did not fit its CPU's ring buffer */
 	__u64 pending_full;    /* record: no room to remember a submitted AIO request */
 	__u64 unmatched;       /* record: a libaio completion whose submission was not seen */
 	__u64 lat_full;        /* top: a latency row or pending request did not fit

@@ -1,6 +1,7 @@
 """The ring buffer's bulk reader on a ring laid out as the kernel's (kernel/bpf/ringbuf.c):
 committed events in order, a record being written ends the read, discarded ones are left out,
-and the consumer position moves past exactly what was read."""
+and the consumer position moves past exactly what was read; the CPUs' rings read as one
+stream in time order."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from mysqlio.bpf_probe import MIN_RING_BYTES, ring_bytes_per_cpu
 from mysqlio.events import EVENT_DTYPE
-from mysqlio.ringbuf import BUSY_BIT, DISCARD_BIT, RECORD, RingBufferReader
+from mysqlio.ringbuf import BUSY_BIT, DISCARD_BIT, RECORD, PerCpuRingsReader, RingBufferReader
 
 SIZE = 16 * mmap.PAGESIZE
 PAGE = mmap.PAGESIZE
@@ -27,9 +29,9 @@ class FakeRing:
         os.ftruncate(self.fd, 2 * PAGE + 2 * SIZE)
         self.written = 0
 
-    def put(self, ino: int, flags: int = 0) -> None:
+    def put(self, ino: int, flags: int = 0, ts_ns: int = 0) -> None:
         event = np.zeros(1, EVENT_DTYPE)
-        event["ino"], event["tid"], event["offset"] = ino, 7, ino * 4096
+        event["ino"], event["tid"], event["offset"], event["ts_ns"] = ino, 7, ino * 4096, ts_ns
         header = np.array([EVENT_DTYPE.itemsize | flags, 0], "<u4").tobytes()
         os.pwrite(self.fd, header + event.tobytes(), 2 * PAGE + self.written)
         self.written += RECORD
@@ -89,3 +91,35 @@ def test_a_record_of_another_size_is_an_error(ring: FakeRing) -> None:
     with pytest.raises(RuntimeError, match="unexpected record size"):
         reader.read()
     reader.close()
+
+
+def test_the_cpus_rings_merge_in_time_order() -> None:
+    rings = [FakeRing(), FakeRing()]
+    try:
+        reader = PerCpuRingsReader([RingBufferReader(r.fd, SIZE) for r in rings])
+        per_ring = SIZE // RECORD
+        assert reader.capacity == per_ring  # nothing read yet: a burst may come from one CPU
+        for ts in (10, 30, 50, 60):
+            rings[0].put(ts, ts_ns=ts)
+        for ts in (20, 40):
+            rings[1].put(ts, ts_ns=ts)
+        events = reader.read()
+        assert events["ts_ns"].tolist() == [10, 20, 30, 40, 50, 60]
+        assert events["ino"].tolist() == [10, 20, 30, 40, 50, 60]
+        # 6 events, 4 of them in the fullest ring: the rings fill after 6/4 of one ring's worth
+        assert reader.capacity == per_ring * 6 // 4
+        assert [r.consumer_pos() for r in rings] == [4 * RECORD, 2 * RECORD]
+        rings[1].put(70, ts_ns=70)
+        assert reader.read()["ts_ns"].tolist() == [70]
+        assert reader.capacity == per_ring
+        assert len(reader.read()) == 0
+        reader.close()
+    finally:
+        for r in rings:
+            os.close(r.fd)
+
+
+def test_each_cpu_gets_a_power_of_two_share_of_the_ring_bytes() -> None:
+    assert ring_bytes_per_cpu(64 << 20, 2) == 32 << 20
+    assert ring_bytes_per_cpu(64 << 20, 3) == 16 << 20  # 21.3 MiB rounded down
+    assert ring_bytes_per_cpu(1 << 20, 64) == MIN_RING_BYTES

@@ -25,12 +25,13 @@ from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
 from .latency import Histogram
-from .libbpf import BpfMap, BpfObject, program_counters
+from .libbpf import BpfMap, BpfObject, create_ring_buffer, possible_cpus, program_counters
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
-from .ringbuf import RingBufferReader
+from .ringbuf import PerCpuRingsReader, RingBufferReader
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 BPF_MAP_TYPE_ARRAY = 2
+MIN_RING_BYTES = 256 << 10  # a CPU's ring buffer: 4,096 events at least
 # programs built twice: without the compare-and-swap instruction for kernels
 # that lack BPF atomics (the verifier rejects it even where it is never run)
 NOCAS_SUFFIX = "_nocas"
@@ -80,6 +81,12 @@ def stats_cells_used() -> int:
     return used
 
 
+def ring_bytes_per_cpu(total: int, cpus: int) -> int:
+    """Each CPU's ring buffer: `total` bytes shared out, a power of two, at least MIN_RING_BYTES."""
+    share = max(total // cpus, MIN_RING_BYTES)
+    return 1 << (share.bit_length() - 1)
+
+
 class BpfProbe:
     """Attach the probes to one process and read what it did, interval by interval."""
 
@@ -115,9 +122,10 @@ class BpfProbe:
         self._control = abi.Control(tgid=pid)
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(cells_used - 1))
+        self._rings: list[int] = []  # record: each CPU's ring buffer (fds)
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
-            self._obj.set_max_entries("events", record_ring_bytes)
+            self._obj.set_max_entries("events", possible_cpus())
         # Where syscall arguments are read at exit, the enter programs only stamp a
         # request's start: attached when requests are timed (issue 19: top's cost
         # per request without them). Else they keep the arguments: always attached.
@@ -128,6 +136,8 @@ class BpfProbe:
         try:
             self._obj.load()
             self._write_control()  # the target's tgid, before any program runs
+            if record_ring_bytes:
+                self._create_rings(ring_bytes_per_cpu(record_ring_bytes, possible_cpus()))
             # the stats table, where the cas programs use it (see _adapt): its
             # cells in use written before any program runs
             self._cells = stats_cells.StatsCells(self._obj.map("cells"), cells_used) if self.features.atomics else None
@@ -211,13 +221,13 @@ class BpfProbe:
         # the target's tgid in the control line x 0.89 per request; 6.18, MariaDB
         # 10.11, tools/ab_objects.py, issue 19)
         obj.unmappable_global_data()
-        if not features.ringbuf:
-            if record:
-                raise BpfError(
-                    "record needs the BPF ring buffer (Linux 5.8 or a kernel with it backported), which this "
-                    "kernel lacks; top and exporter work here, or record with --backend stap"
-                )
-            obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)  # referenced, never used in top mode
+        if record and not features.ringbuf:
+            raise BpfError(
+                "record needs the BPF ring buffer (Linux 5.8 or a kernel with it backported), which this "
+                "kernel lacks; top and exporter work here, or record with --backend stap"
+            )
+        if not record:  # referenced, never used in top mode: no ring buffer made for it
+            obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)
             obj.set_key_size("events", 4)
             obj.set_value_size("events", 8)
         # rows in the stats table: its cells are claimed by compare-and-swap
@@ -391,11 +401,20 @@ class BpfProbe:
             return None
         return _kernel_name(raw)
 
-    def events_reader(self) -> RingBufferReader:
-        """The ring buffer of the record mode (opened with record_ring_bytes)."""
-        if not self._ring_bytes:
+    def _create_rings(self, size: int) -> None:
+        """record: a ring buffer of `size` bytes for each possible CPU, put in the
+        events map before any program is attached."""
+        events = self._obj.map("events")
+        for cpu in range(events.max_entries):
+            self._rings.append(create_ring_buffer(f"events_{cpu}", size))
+            events.update(ctypes.c_uint32(cpu), ctypes.c_uint32(self._rings[-1]))
+        self._ring_size = size
+
+    def events_reader(self) -> PerCpuRingsReader:
+        """The ring buffers of the record mode (opened with record_ring_bytes)."""
+        if not self._rings:
             raise ValueError("this probe was opened without a ring buffer (record_ring_bytes 0)")
-        return RingBufferReader(self._obj.map("events").fd, self._ring_bytes)
+        return PerCpuRingsReader([RingBufferReader(fd, self._ring_size) for fd in self._rings])
 
     def thread_name(self, tid: int) -> str | None:
         """The thread's name when it last started a row (it may have exited since)."""
@@ -412,6 +431,9 @@ class BpfProbe:
         if self._cells:
             self._cells.close()
             self._cells = None
+        for fd in self._rings:  # a reader's mappings keep their pages
+            os.close(fd)
+        self._rings = []
         self._obj.close()
 
     def __enter__(self) -> BpfProbe:

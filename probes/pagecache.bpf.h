@@ -349,7 +349,7 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 			}
 			return;
 		}
-		call = inflight_get();
+		call = inflight_get(current_tid());
 		if (call && call->active) {
 			if (call->kind == CALL_FD || call->kind == CALL_MSYNC)
 				key->by = by_of_op(call->op);

@@ -87,8 +87,8 @@ class PerCpuRingsReader:
 
     `capacity` is what record's poll interval is computed from: the events all the
     rings hold between two reads when they fill as the last read found them (the
-    fullest ring fills first); one ring's worth before any event was read, as a
-    sudden burst may come from one CPU."""
+    fullest ring fills first); one ring's worth when the last read found none, as
+    a sudden burst may come from one CPU."""
 
     def __init__(self, rings: list[RingBufferReader]) -> None:
         self._rings = rings

@@ -472,11 +472,6 @@ static __always_inline bool is_target_tgid(__u32 tgid)
 	return ctl && ctl->tgid == tgid;
 }
 
-static __always_inline bool is_target(void)
-{
-	return is_target_tgid(bpf_get_current_pid_tgid() >> 32);
-}
-
 /* The current thread's pid_tgid if it is one of the target's, else 0 (the
  * idle task's, never traced), read once: its tid is the row's thread */
 static __always_inline __u64 target_id(void)
@@ -484,6 +479,11 @@ static __always_inline __u64 target_id(void)
 	__u64 id = bpf_get_current_pid_tgid();
 
 	return is_target_tgid(id >> 32) ? id : 0;
+}
+
+static __always_inline bool is_target(void)
+{
+	return target_id() != 0;
 }
 
 /* bpf_get_current_task_btf (5.11) gives a BTF pointer whose fields are plain

@@ -137,7 +137,7 @@ class BpfProbe:
             self._obj.load()
             self._write_control()  # the target's tgid, before any program runs
             if record_ring_bytes:
-                self._create_rings(ring_bytes_per_cpu(record_ring_bytes, possible_cpus()))
+                self._create_rings(record_ring_bytes)
             # the stats table, where the cas programs use it (see _adapt): its
             # cells in use written before any program runs
             self._cells = stats_cells.StatsCells(self._obj.map("cells"), cells_used) if self.features.atomics else None
@@ -401,20 +401,21 @@ class BpfProbe:
             return None
         return _kernel_name(raw)
 
-    def _create_rings(self, size: int) -> None:
-        """record: a ring buffer of `size` bytes for each possible CPU, put in the
-        events map before any program is attached."""
+    def _create_rings(self, total: int) -> None:
+        """record: a ring buffer for each possible CPU (the events map's entries),
+        `total` bytes shared out, put in the map before any program is attached."""
         events = self._obj.map("events")
+        size = ring_bytes_per_cpu(total, events.max_entries)
         for cpu in range(events.max_entries):
             self._rings.append(create_ring_buffer(f"events_{cpu}", size))
             events.update(ctypes.c_uint32(cpu), ctypes.c_uint32(self._rings[-1]))
-        self._ring_size = size
 
     def events_reader(self) -> PerCpuRingsReader:
         """The ring buffers of the record mode (opened with record_ring_bytes)."""
         if not self._rings:
             raise ValueError("this probe was opened without a ring buffer (record_ring_bytes 0)")
-        return PerCpuRingsReader([RingBufferReader(fd, self._ring_size) for fd in self._rings])
+        size = ring_bytes_per_cpu(self._ring_bytes, len(self._rings))
+        return PerCpuRingsReader([RingBufferReader(fd, size) for fd in self._rings])
 
     def thread_name(self, tid: int) -> str | None:
         """The thread's name when it last started a row (it may have exited since)."""

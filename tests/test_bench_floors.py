@@ -5,7 +5,7 @@ top --latency time requests at enter and exit, so theirs has both."""
 from __future__ import annotations
 
 import pytest
-from bench_server import floor_of
+from bench_server import CONFIGS, NOPC, floor_of, kernel_plan, ratios_to_floor
 from bench_tracers import Tracer, base_name
 
 ON_DISK = {"floor": 270.0, "floor-exits": 140.0, "floor-pc": 420.0, "floor-pc-exits": 300.0}
@@ -73,3 +73,39 @@ def test_a_tracers_cpu_is_read_from_every_thread_and_agrees_with_its_ticks() -> 
         child.communicate("", timeout=10)
     assert precise >= 0.6
     assert abs(precise - (t.user + t.system)) < 0.05  # a few ticks
+
+
+@pytest.mark.parametrize("key", sorted(CONFIGS))
+def test_kernel_rounds_pair_every_targeted_variant_with_its_floor(key: str) -> None:
+    """kernel_cost's ratios are taken round by round: a variant with a target and its
+    floor have a window in every round, one right after the other, which first
+    alternating; the other variants have one, in the first round."""
+    config = CONFIGS[key]
+    plan = kernel_plan(config, rounds=10, seed=11)
+    assert len(plan) == 10
+    # both targets' tracers, on every server; on disk, both with the page-cache hooks and without
+    variants = [v for _, v in config.kernel_pairs]
+    assert variants == ["top", "record", *(() if config.on_tmpfs else NOPC)]
+    in_pairs = {name for pair in config.kernel_pairs for name in pair}
+    assert len(in_pairs) == 2 * len(config.kernel_pairs)  # each floor paired with one variant
+    for r, names in enumerate(plan):
+        assert sorted(set(names)) == sorted(names)  # one window a variant in a round
+        assert set(names) == (set(config.kernel_variants) if r == 0 else in_pairs)
+        for floor, variant in config.kernel_pairs:
+            assert floor == floor_of(variant, config.kernel_variants)
+            i, j = names.index(floor), names.index(variant)
+            assert j - i == (1 if r % 2 == 0 else -1)  # adjacent, floor first in even rounds
+    assert len({tuple(names) for names in plan[1:]}) > 1  # the pairs in a new order
+
+
+def test_a_ratio_pairs_windows_of_the_same_round() -> None:
+    per_request = {
+        "floor": [200.0, 100.0, 300.0],
+        "floor-exits": [100.0, 50.0, 150.0],
+        "top": [250.0, 125.0, 375.0],  # 2.5x floor-exits in every round
+        "record": [600.0, 300.0, 900.0],  # 3x floor in every round
+        "top-lat": [400.0],  # one window, in the first round
+    }
+    assert ratios_to_floor("top", per_request) == [2.5, 2.5, 2.5]
+    assert ratios_to_floor("record", per_request) == [3.0, 3.0, 3.0]
+    assert ratios_to_floor("top-lat", per_request) == [2.0]

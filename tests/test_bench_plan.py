@@ -7,7 +7,9 @@ import pytest
 from bench import SCENARIOS, estimate_s
 from bench_server import COMPARED, CONFIGS, NOPC, TPS_VARIANTS
 
-FULL_BENCH_MAX_MIN = 105
+# 112 since kernel_cost took 10 rounds (2026-11-29): the complete run of 2026-11-29 took
+# 95 min against an estimate of 99, and a CI run about 50 min
+FULL_BENCH_MAX_MIN = 112
 
 
 @pytest.mark.parametrize("key", sorted(CONFIGS))

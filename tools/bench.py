@@ -12,7 +12,10 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
                 per server configuration: ns per program run, ns per traced request and
                 its ratio to the floor, for mysqlio top and record (each on either
                 syscall hook), the pid-filter-only floor (tracer/bpf/empty.bpf.o) and a
-                bpftrace per-fd sum (tools/bench_server.py).
+                bpftrace per-fd sum (tools/bench_server.py): 3 s windows of one
+                sysbench run, top and record and their floors in each of the rounds,
+                each next to its floor, the ratios round by round; the other variants
+                one window.
 2. tps          sysbench oltp_write_only and oltp_read_write TPS at full speed, per server
                 configuration (MariaDB 10.11 on io_uring and on libaio, MariaDB 11.8):
                 no tracer vs the floor vs top vs record (vs bpftrace and pt-ioprofile
@@ -633,15 +636,19 @@ syscalls only, so neither sees the bytes InnoDB moves with io_uring or libaio
 requests. "mysqlio userspace CPU": the top or record process's user+system CPU
 over each TPS run, % of one core.
 
-"ns per traced request" (kernel_cost): all of the tracer's programs' run time
-divided by the requests they served: the runs of its syscall-exit programs
+"ns per traced request" (kernel_cost): in each 3 s window of one sysbench run, all
+of the tracer's programs' run time divided by the requests they served: the runs of its syscall-exit programs
 (once per syscall leaving a hooked tracepoint, of any process: the pid filter is
 inside; on the raw hook that is every syscall of the machine) plus its io_uring
 submissions; for bpftrace, the runs of its `sys_enter_*` programs. "ratio to the
 floor": that figure over the floor's on the same hooks: untimed `top` attaches
 no enter program, so its floor is an "-exits" one; `record` and `top --latency`
 time requests at enter and exit; floor-pc's for mysqlio with its page-cache hooks
-on where floor-pc ran (targets: top ≤ 2.5×, record ≤ 3×).
+on where floor-pc ran (targets: top ≤ 2.5×, record ≤ 3×). top and record and their
+floors have a window in each of the rounds, each right next to its floor (which
+first alternates from round to round), the pairs in a new order each round; a
+ratio is the median of the ratios round by round (range in min–max). The other
+variants have one window, in the first round.
 """
 
 

@@ -19,17 +19,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from bench import (
     LOAD_WARMUP_S,
+    SYSBENCH_GRACE_S,
     WINDOW_OVERHEAD_S,
     WINDOW_SETTLE_S,
     Result,
@@ -59,9 +62,9 @@ TPS_VARIANTS = ("none", "floor", "top", "record", "bpftrace", "pt-ioprofile")
 # is shown side by side there, and 40 more windows a configuration under the second
 # (9 minutes in all) made `make bench` too long to share a session with a CI run.
 COMPARED = ("bpftrace", "pt-ioprofile")
-# The floors come first: a variant's ratio is taken to the floor on its hooks.
-# "floor" has an enter and an exit program per syscall, the hooks of timed requests
-# (record, top --latency); "-exits" only the exits (and msync's enter), untimed top's.
+# A variant's ratio is taken to the floor on its hooks: "floor" has an enter and an exit
+# program per syscall, the hooks of timed requests (record, top --latency); "-exits"
+# only the exits (and msync's enter), untimed top's.
 KERNEL_VARIANTS = (
     "floor",
     "floor-exits",
@@ -77,6 +80,15 @@ NOPC = ("top-nopc", "record-nopc")  # where the page-cache hooks run: not on tmp
 # there, the floor of mysqlio with its page-cache hooks on has empty programs on them too
 FLOOR_PC = "floor-pc"
 FLOOR_PC_EXITS = "floor-pc-exits"
+# kernel_cost's rounds: each variant with a target and its floor get a window in every
+# round, one right after the other (which first alternates from round to round), the
+# pairs in a new order each round; a ratio is taken to the floor's window of the same
+# round. The other variants get one window, in the first round. (Until 2026-11-29: one
+# 10 s run of each, minutes apart; a floor read 0.59-0.93x of itself from one complete
+# run to the next, more than the gaps to the targets.) The floor is not attached beside
+# the variant in one window: the second program on a hook finds the lines the first
+# brought in, and the floor read 78 ns a run beside top against 134 alone (2026-11-29).
+ROUND_KERNEL_VARIANTS = ("top", "record")
 UNTIMED = ("top", "top-nopc")  # no enter program: compared with an exits-only floor
 RATIO_TO_FLOOR = {"top": "target ≤ 2.5×", "record": "target ≤ 3×"}  # by tracer, on the same hook
 CPU_TARGET = {"top": "target ≤ 0.5 %", "record": "target ≤ 2 %"}
@@ -95,6 +107,7 @@ REQUEST_PROGRAMS = {
 BPFTRACE_ENTER = "sys_enter_"  # bpftrace names a tracepoint's program after it
 # per-run overheads for the estimate: a tracer's start and stop, sysbench's connect
 RUN_OVERHEAD_S = 1.0
+KERNEL_WINDOW_OVERHEAD_S = 1.5  # a tracer's start and stop, two reads of bpf_stats
 SERVER_START_S = 15.0
 
 
@@ -113,7 +126,14 @@ class ServerConfig:
 
     @property
     def kernel_variants(self) -> tuple[str, ...]:
+        """Every kernel_cost variant, floors first."""
         return KERNEL_VARIANTS if self.on_tmpfs else (FLOOR_PC, FLOOR_PC_EXITS, *KERNEL_VARIANTS, *NOPC)
+
+    @property
+    def kernel_pairs(self) -> tuple[tuple[str, str], ...]:
+        """(floor, variant): the kernel_cost windows of every round."""
+        variants = ROUND_KERNEL_VARIANTS if self.on_tmpfs else (*ROUND_KERNEL_VARIANTS, *NOPC)
+        return tuple((floor_of(v, self.kernel_variants), v) for v in variants)
 
 
 CONFIGS = {
@@ -144,8 +164,30 @@ def chosen_workloads() -> list[str]:
 
 
 def run_seconds(smoke: bool) -> int:
-    """One kernel_cost run."""
+    """The run counting the server's syscalls (_syscall_rows)."""
     return 3 if smoke else 10
+
+
+def kernel_window_seconds(smoke: bool) -> int:
+    """One kernel_cost window: some 100,000 traced requests at this load."""
+    return 2 if smoke else 3
+
+
+def kernel_plan(config: ServerConfig, rounds: int, seed: int) -> list[list[str]]:
+    """The kernel_cost windows, round by round (ROUND_KERNEL_VARIANTS): the pairs in a
+    new order each round, the floor first in even rounds; the other variants once, at
+    the end of the first."""
+    rng = random.Random(seed)
+    paired = {name for pair in config.kernel_pairs for name in pair}
+    plan = []
+    for r in range(rounds):
+        pairs = list(config.kernel_pairs)
+        rng.shuffle(pairs)
+        names = [name for pair in pairs for name in (pair if r % 2 == 0 else reversed(pair))]
+        if r == 0:
+            names += [v for v in config.kernel_variants if v not in paired]
+        plan.append(names)
+    return plan
 
 
 def window_seconds(smoke: bool) -> int:
@@ -165,8 +207,10 @@ def estimate_s(smoke: bool, kernel_cost: bool, tps: bool) -> float:
     total = 0.0
     for config in chosen_configs():
         if kernel_cost:
+            windows = sum(map(len, kernel_plan(config, rounds_of(smoke), seed=0)))
+            per_window = kernel_window_seconds(smoke) + WINDOW_SETTLE_S + KERNEL_WINDOW_OVERHEAD_S
             # and one run counting the syscalls (_syscall_rows)
-            total += SERVER_START_S + (len(config.kernel_variants) + 1) * per_run
+            total += SERVER_START_S + LOAD_WARMUP_S + windows * per_window + per_run
         if tps:
             per_window = window_seconds(smoke) + WINDOW_SETTLE_S + WINDOW_OVERHEAD_S
             total += SERVER_START_S + sum(
@@ -257,7 +301,7 @@ def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
         print(f"-- {config.key}", flush=True)
         with started(config) as server, tempfile.TemporaryDirectory() as tmp:
             if kernel_cost:
-                _kernel_cost(suite, server, config, run_seconds(suite.smoke), tmp)
+                _kernel_cost(suite, server, config, suite.smoke, tmp)
             if tps:
                 for i, workload in enumerate(chosen_workloads()):
                     _tps(suite, server, config, workload, tmp, compared=i == 0)
@@ -303,14 +347,23 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
 # ---------------------------------------------------------------- in the kernel
 
 
-def _kernel_cost(suite: Suite, server: Server, config: ServerConfig, run_s: int, tmp: str) -> None:
-    """One run of each variant under oltp_write_only with kernel.bpf_stats_enabled."""
-    per_request: dict[str, float] = {}
+def _kernel_cost(suite: Suite, server: Server, config: ServerConfig, smoke: bool, tmp: str) -> None:
+    """Every variant's windows (kernel_plan) in one run of oltp_write_only, with
+    kernel.bpf_stats_enabled; then the run counting the server's syscalls."""
+    window_s = kernel_window_seconds(smoke)
     with bpf_stats_enabled():
-        for name in config.kernel_variants:
-            runs = program_runs(server.db.pid, server.bench, name, run_s, tmp)
-            per_request[name] = _kernel_rows(suite, server, name, runs, run_s, per_request)
-    _syscall_rows(suite, server, run_s)
+        windows = windowed_program_runs(
+            server.db.pid,
+            server.bench,
+            kernel_plan(config, rounds_of(smoke), seed=11),
+            window_s,
+            tmp,
+            warmup_s=1.0 if smoke else LOAD_WARMUP_S,
+        )
+    per_request = {name: [ns_per_request(name, runs) for runs in windows[name]] for name in config.kernel_variants}
+    for name in config.kernel_variants:
+        _kernel_rows(suite, server, name, windows[name], window_s, per_request)
+    _syscall_rows(suite, server, run_seconds(smoke))
 
 
 def syscall_counts(server: Server, run_s: int) -> tuple[int, int, int]:
@@ -373,6 +426,18 @@ def bpf_stats_enabled() -> Iterator[None]:
         subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
 
 
+ProgramRuns = dict[int, tuple[str, int, int]]  # by program id: (name, ns, runs)
+
+
+def runs_between(before: ProgramRuns, after: ProgramRuns) -> ProgramRuns:
+    """Each program's run time and runs between two reads of bpf_prog_stats."""
+    runs = {}
+    for prog_id, (prog, ns, cnt) in after.items():
+        _, ns0, cnt0 = before.get(prog_id, (prog, 0, 0))
+        runs[prog_id] = (prog, ns - ns0, cnt - cnt0)
+    return runs
+
+
 def program_runs(
     pid: int,
     bench: Sysbench,
@@ -381,7 +446,7 @@ def program_runs(
     tmp: str,
     script: str = KERNEL_WORKLOAD,
     cpu: list[float] | None = None,
-) -> dict[int, tuple[str, int, int]]:
+) -> ProgramRuns:
     """(name, ns, runs) of each of the tracer's programs over one run of the load on the
     server PID (inside bpf_stats_enabled); the tracer's own CPU over the run, in % of a
     core, appended to cpu when given."""
@@ -398,11 +463,42 @@ def program_runs(
             cpu.append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
     finally:
         tracer.stop()
-    runs = {}
-    for prog_id, (prog, ns, cnt) in after.items():
-        _, ns0, cnt0 = before.get(prog_id, (prog, 0, 0))
-        runs[prog_id] = (prog, ns - ns0, cnt - cnt0)
-    return runs
+    return runs_between(before, after)
+
+
+def windowed_program_runs(
+    pid: int, bench: Sysbench, plan: list[list[str]], window_s: float, tmp: str, warmup_s: float = LOAD_WARMUP_S
+) -> dict[str, list[ProgramRuns]]:
+    """Each variant's programs' runs over its windows (inside bpf_stats_enabled), all in
+    ONE run of the kernel-cost load, as windowed_tps does for TPS: the plan's rounds in
+    order, each window begun WINDOW_SETTLE_S after its tracer attached (its first
+    lookups done) and ended before it stops."""
+    windows: dict[str, list[ProgramRuns]] = {}
+    total_s = warmup_s + sum(map(len, plan)) * (window_s + WINDOW_SETTLE_S + KERNEL_WINDOW_OVERHEAD_S)
+    # sysbench is stopped after the last window; its --time only bounds a run left behind
+    bench.start(total_s + SYSBENCH_GRACE_S, script=KERNEL_WORKLOAD)
+    try:
+        time.sleep(warmup_s)
+        for names in plan:
+            for name in names:
+                tracer = Tracer(name, pid, tmp, run_s=window_s + WINDOW_SETTLE_S)
+                tracer.start()
+                try:
+                    ids = tracer.prog_ids()
+                    time.sleep(WINDOW_SETTLE_S)
+                    if not bench.running():
+                        raise RuntimeError(
+                            f"sysbench {KERNEL_WORKLOAD} ended before its last window:\n{bench.output()}"
+                        )
+                    before = bpf_prog_stats(ids)
+                    time.sleep(window_s)
+                    after = bpf_prog_stats(ids)
+                finally:
+                    tracer.stop()
+                windows.setdefault(name, []).append(runs_between(before, after))
+    finally:
+        bench.stop()
+    return windows
 
 
 def requests_of(name: str, runs: dict[int, tuple[str, int, int]]) -> tuple[int, str]:
@@ -416,7 +512,7 @@ def requests_of(name: str, runs: dict[int, tuple[str, int, int]]) -> tuple[int, 
     return enters, f"runs of its exit programs ({where}) and io_uring submits"
 
 
-def floor_of(name: str, per_request: dict[str, float]) -> str:
+def floor_of(name: str, per_request: Collection[str]) -> str:
     """The floor a variant is compared with: the floor on the same hooks. Untimed top
     attaches no enter program: its floor has exit programs only. Where the floor with
     the page-cache hooks was measured (not on tmpfs), mysqlio with its page-cache hooks
@@ -425,33 +521,77 @@ def floor_of(name: str, per_request: dict[str, float]) -> str:
     return f"{floor}-exits" if name in UNTIMED else floor
 
 
+def ns_per_request(name: str, runs: ProgramRuns) -> float:
+    """All of the variant's programs' run time over the requests they served."""
+    requests, _ = requests_of(name, runs)
+    return sum(ns for _, ns, _ in runs.values()) / max(requests, 1)
+
+
+def ratios_to_floor(name: str, per_request: dict[str, list[float]]) -> list[float]:
+    """The variant's ns per traced request over its floor's, round by round: window i
+    of each is in round i (kernel_plan), and a variant with one window has it in the
+    first round, where every floor has one."""
+    floor = per_request[floor_of(name, per_request)]
+    return [mine / theirs for mine, theirs in zip(per_request[name], floor, strict=False)]
+
+
 def _kernel_rows(
     suite: Suite,
     server: Server,
     name: str,
-    runs: dict[int, tuple[str, int, int]],
-    run_s: int,
-    per_request: dict[str, float],
-) -> float:
-    """The variant's rows; returns its ns per traced request."""
+    windows: list[ProgramRuns],
+    window_s: int,
+    per_request: dict[str, list[float]],
+) -> None:
+    """The variant's rows from its windows (per_request: every variant's ns per traced
+    request, window by window, round by round)."""
     label = f"in-kernel cost: {name}, sysbench {KERNEL_WORKLOAD}, {server.title}"
-    ns = sum(ns for _, ns, _ in runs.values())
-    count = sum(cnt for _, _, cnt in runs.values())
-    requests, counted = requests_of(name, runs)
-    ns_per_request = ns / max(requests, 1)
-    bpf_ms = f"{ns / 1e6 / run_s:.1f} ms of BPF per second of load"
-    suite.add(Result(label, "ns per program run", [ns / max(count, 1)], "ns", note=f"{count:,} runs, {bpf_ms}"))
-    suite.add(Result(label, "ns per traced request", [ns_per_request], "ns", note=f"{requests:,} requests: {counted}"))
+    span = f"{len(windows)} window{'s' if len(windows) > 1 else ''} of {window_s} s"
+    ns = [sum(ns for _, ns, _ in runs.values()) for runs in windows]
+    count = [sum(cnt for _, _, cnt in runs.values()) for runs in windows]
+    requests = [requests_of(name, runs)[0] for runs in windows]
+    counted = requests_of(name, windows[0])[1]
+    bpf_ms = f"{statistics.median(ns) / 1e6 / window_s:.1f} ms of BPF per second of load"
+    suite.add(
+        Result(
+            label,
+            "ns per program run",
+            [n / max(c, 1) for n, c in zip(ns, count, strict=True)],
+            "ns",
+            note=f"{span}; {statistics.median(count):,.0f} runs a window, {bpf_ms}",
+        )
+    )
+    suite.add(
+        Result(
+            label,
+            "ns per traced request",
+            per_request[name],
+            "ns",
+            note=f"{span}; {statistics.median(requests):,.0f} requests a window: {counted}",
+        )
+    )
     target = RATIO_TO_FLOOR.get(base_name(name))
     floor = floor_of(name, per_request)
     if target and not name.endswith("-raw") and per_request.get(floor):
         # (not on the raw hook: there the requests are every syscall of the machine)
-        ratio = ns_per_request / per_request[floor]
-        suite.add(Result(label, "ratio to the floor", [ratio], note=f"ns per traced request over {floor}'s; {target}"))
+        ratios = ratios_to_floor(name, per_request)
+        suite.add(
+            Result(
+                label,
+                "ratio to the floor",
+                ratios,
+                note=f"ns per traced request over {floor}'s in the same round, {len(ratios)} rounds; {target}",
+            )
+        )
     if name in PER_PROGRAM:  # where the time goes, program by program
-        for prog, p_ns, p_runs in sorted(runs.values()):
-            if p_runs:
-                suite.add(
-                    Result(f"{label}, {prog}", "ns per program run", [p_ns / p_runs], "ns", note=f"{p_runs:,} runs")
-                )
-    return ns_per_request
+        for prog in sorted({prog for runs in windows for prog, _, _ in runs.values()}):
+            # (ns, runs) of this program in each window it ran in
+            ran = [
+                (sum(p_ns for p, p_ns, _ in runs.values() if p == prog), p_runs)
+                for runs in windows
+                if (p_runs := sum(cnt for p, _, cnt in runs.values() if p == prog))
+            ]
+            if ran:
+                per_run = [p_ns / p_runs for p_ns, p_runs in ran]
+                note = f"{span}; {statistics.median(r for _, r in ran):,.0f} runs a window it ran in ({len(ran)})"
+                suite.add(Result(f"{label}, {prog}", "ns per program run", per_run, "ns", note=note))

@@ -81,8 +81,13 @@ class FileResolver:
         for fd in fds:
             entry = f"{fd_dir}/{fd}"
             try:
-                st = os.stat(entry)
                 target = os.readlink(entry)
+                st = os.stat(entry)
+                # the fd closed and its number given to another file between the two
+                # reads: its inode is not that name's (seen in CI under emulation, a
+                # file's first requests named after the file opened next)
+                if os.readlink(entry) != target:
+                    continue
             except OSError:
                 continue  # closed meanwhile
             if not target.startswith("/"):

@@ -637,10 +637,11 @@ requests. "mysqlio userspace CPU": the top or record process's user+system CPU
 over each TPS run, % of one core.
 
 "ns per traced request" (kernel_cost): in each 3 s window of one sysbench run, all
-of the tracer's programs' run time divided by the requests they served: the runs of its syscall-exit programs
-(once per syscall leaving a hooked tracepoint, of any process: the pid filter is
-inside; on the raw hook that is every syscall of the machine) plus its io_uring
-submissions; for bpftrace, the runs of its `sys_enter_*` programs. "ratio to the
+of the tracer's programs' run time divided by the requests they served: the runs
+of its syscall-exit programs (once per syscall leaving a hooked tracepoint, of
+any process: the pid filter is inside; on the raw hook that is every syscall of
+the machine) plus its io_uring submissions; for bpftrace, the runs of its
+`sys_enter_*` programs. "ratio to the
 floor": that figure over the floor's on the same hooks: untimed `top` attaches
 no enter program, so its floor is an "-exits" one; `record` and `top --latency`
 time requests at enter and exit; floor-pc's for mysqlio with its page-cache hooks

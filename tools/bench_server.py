@@ -501,7 +501,7 @@ def windowed_program_runs(
     return windows
 
 
-def requests_of(name: str, runs: dict[int, tuple[str, int, int]]) -> tuple[int, str]:
+def requests_of(name: str, runs: ProgramRuns) -> tuple[int, str]:
     """The requests a variant's programs served, and how they were counted."""
     if base_name(name) == "bpftrace":
         enters = sum(cnt for prog, _, cnt in runs.values() if prog.startswith(BPFTRACE_ENTER))
@@ -580,7 +580,8 @@ def _kernel_rows(
                 label,
                 "ratio to the floor",
                 ratios,
-                note=f"ns per traced request over {floor}'s in the same round, {len(ratios)} rounds; {target}",
+                note=f"ns per traced request over {floor}'s in the same round, "
+                f"{len(ratios)} round{'s' if len(ratios) > 1 else ''}; {target}",
             )
         )
     if name in PER_PROGRAM:  # where the time goes, program by program

@@ -79,17 +79,10 @@ class FileResolver:
         except OSError:
             fds = []
         for fd in fds:
-            entry = f"{fd_dir}/{fd}"
-            try:
-                target = os.readlink(entry)
-                st = os.stat(entry)
-                # the fd closed and its number given to another file between the two
-                # reads: its inode is not that name's (seen in CI under emulation, a
-                # file's first requests named after the file opened next)
-                if os.readlink(entry) != target:
-                    continue
-            except OSError:
+            pinned = _pinned_file(f"{fd_dir}/{fd}")
+            if pinned is None:
                 continue  # closed meanwhile
+            target, st = pinned
             if not target.startswith("/"):
                 continue  # socket:[..], pipe:[..], anon_inode:..
             deleted = target.endswith(DELETED_SUFFIX)
@@ -223,3 +216,24 @@ def _find_in_dir(directory: str, file: FileIdentity) -> str | None:
     except OSError:
         return None
     return None
+
+
+def _pinned_file(fd_link: str) -> tuple[str, os.stat_result] | None:
+    """The name and inode of the file behind a /proc/PID/fd link, read from one file.
+
+    The link is opened (O_PATH: no open of the file itself, no fsnotify event) and the
+    name and inode are read from our own fd, which pins that file: a readlink and a
+    stat of the link itself can each see a different file when the process closes the
+    fd and opens another on the same number between them, even twice over (A, B, A),
+    which lent a file's name to another's inode (CI on a fresh machine, stap on 6.1).
+    """
+    try:
+        fd = os.open(fd_link, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

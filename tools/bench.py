@@ -56,7 +56,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -445,6 +446,35 @@ def commit_rate(commits: Callable[[], int], window_s: float) -> float:
     return (c1 - c0) / (t1 - t0)
 
 
+@contextmanager
+def one_load(bench: Sysbench, script: str, total_s: float, warmup_s: float) -> Iterator[None]:
+    """One sysbench run of `script` for windows taking total_s in all, warmed for
+    warmup_s before the first; stopped after the last window (its --time only bounds a
+    run left behind)."""
+    bench.start(total_s + SYSBENCH_GRACE_S, script=script)
+    try:
+        time.sleep(warmup_s)
+        yield
+    finally:
+        bench.stop()
+
+
+@contextmanager
+def tracer_window(name: str, pid: int, tmp: str, window_s: float, bench: Sysbench, script: str) -> Iterator[Tracer]:
+    """A tracer variant attached for one window of one_load: the window (the with-block)
+    begins WINDOW_SETTLE_S after it attached (its first reads done) and ends before it
+    stops."""
+    tracer = Tracer(name, pid, tmp, run_s=window_s + WINDOW_SETTLE_S)
+    tracer.start()
+    try:
+        time.sleep(WINDOW_SETTLE_S)
+        if not bench.running():
+            raise RuntimeError(f"sysbench {script} ended before its last window:\n{bench.output()}")
+        yield tracer
+    finally:
+        tracer.stop()
+
+
 def windowed_tps(
     pid: int,
     bench: Sysbench,
@@ -460,41 +490,28 @@ def windowed_tps(
     warmup_s: float = LOAD_WARMUP_S,
 ) -> dict[str, list[float]]:
     """The server's TPS under each tracer variant, all in ONE sysbench run: each round
-    gives every variant (in a new order) a window of window_s seconds, begun
-    WINDOW_SETTLE_S after its tracer attached and ended before it stops, its TPS the
-    server's commit counter over the window (`commits`: e.g. Com_commit). Separate
-    sysbench runs per variant (interleaved_tps) each carry their own connection set-up
-    and warm-up and sit minutes apart; here the load is one, and a variant's window
-    sits next to the others of its round. `cpu`: for each variant it names, the tracer
-    process's CPU over each window (% of a core)."""
+    gives every variant (in a new order) a window of window_s seconds (tracer_window),
+    its TPS the server's commit counter over the window (`commits`: e.g. Com_commit).
+    Separate sysbench runs per variant (interleaved_tps) each carry their own connection
+    set-up and warm-up and sit minutes apart; here the load is one, and a variant's
+    window sits next to the others of its round. `cpu`: for each variant it names, the
+    tracer process's CPU over each window (% of a core)."""
     tps: dict[str, list[float]] = {v: [] for v in variants}
     order = list(variants)
     rng = random.Random(seed)
     total_s = warmup_s + rounds * len(variants) * (window_s + WINDOW_SETTLE_S + WINDOW_OVERHEAD_S)
-    # sysbench is stopped after the last window; its --time only bounds a run left behind
-    bench.start(total_s + SYSBENCH_GRACE_S, script=script)
-    try:
-        time.sleep(warmup_s)
+    with one_load(bench, script, total_s, warmup_s):
         for _ in range(rounds):
             rng.shuffle(order)
             for name in order:
-                tracer = Tracer(name, pid, tmp, run_s=window_s + WINDOW_SETTLE_S)
-                tracer.start()
-                try:
-                    time.sleep(WINDOW_SETTLE_S)
-                    if not bench.running():
-                        raise RuntimeError(f"sysbench {script} ended before its last window:\n{bench.output()}")
+                with tracer_window(name, pid, tmp, window_s, bench, script) as tracer:
                     cpu0, t0 = tracer.cpu_seconds(), time.monotonic()
                     rate = commit_rate(commits, window_s)
                     if cpu is not None and name in cpu:
                         cpu[name].append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
-                finally:
-                    tracer.stop()
                 if rate <= 0:
                     raise RuntimeError(f"no commit in a {window_s} s window under {name}: the server stalled")
                 tps[name].append(rate)
-    finally:
-        bench.stop()
     return tps
 
 

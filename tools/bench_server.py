@@ -32,13 +32,14 @@ from dataclasses import dataclass
 
 from bench import (
     LOAD_WARMUP_S,
-    SYSBENCH_GRACE_S,
     WINDOW_OVERHEAD_S,
     WINDOW_SETTLE_S,
     Result,
     Suite,
     add_tps_results,
+    one_load,
     syscall_tax_ns,
+    tracer_window,
     windowed_tps,
 )
 from bench_tracers import (
@@ -475,29 +476,15 @@ def windowed_program_runs(
     lookups done) and ended before it stops."""
     windows: dict[str, list[ProgramRuns]] = {}
     total_s = warmup_s + sum(map(len, plan)) * (window_s + WINDOW_SETTLE_S + KERNEL_WINDOW_OVERHEAD_S)
-    # sysbench is stopped after the last window; its --time only bounds a run left behind
-    bench.start(total_s + SYSBENCH_GRACE_S, script=KERNEL_WORKLOAD)
-    try:
-        time.sleep(warmup_s)
+    with one_load(bench, KERNEL_WORKLOAD, total_s, warmup_s):
         for names in plan:
             for name in names:
-                tracer = Tracer(name, pid, tmp, run_s=window_s + WINDOW_SETTLE_S)
-                tracer.start()
-                try:
+                with tracer_window(name, pid, tmp, window_s, bench, KERNEL_WORKLOAD) as tracer:
                     ids = tracer.prog_ids()
-                    time.sleep(WINDOW_SETTLE_S)
-                    if not bench.running():
-                        raise RuntimeError(
-                            f"sysbench {KERNEL_WORKLOAD} ended before its last window:\n{bench.output()}"
-                        )
                     before = bpf_prog_stats(ids)
                     time.sleep(window_s)
                     after = bpf_prog_stats(ids)
-                finally:
-                    tracer.stop()
                 windows.setdefault(name, []).append(runs_between(before, after))
-    finally:
-        bench.stop()
     return windows
 
 

@@ -246,10 +246,17 @@ def root_of(suite: str) -> str:
 
 
 @contextlib.contextmanager
-def started(config: ServerConfig) -> Iterator[Server]:
-    """The configuration's server with sysbench's tables, gone afterwards."""
+def started(
+    config: ServerConfig, buffer_pool_mb: int | None = None, redo_log_mb: int | None = None
+) -> Iterator[Server]:
+    """The configuration's server with sysbench's tables, gone afterwards; its buffer
+    pool and redo log MariaDBOptions' unless given (tools/tps_noise.py)."""
     require("sysbench", "mariadb")
     options = MariaDBOptions(innodb_backend=config.backend)
+    if buffer_pool_mb is not None:
+        options.buffer_pool_mb = buffer_pool_mb
+    if redo_log_mb is not None:
+        options.redo_log_mb = redo_log_mb
     base = None
     if not config.on_tmpfs:
         from mysqlio.devtools.rooted_mariadb import RootedMariaDB

@@ -2,6 +2,7 @@
 """How finely this machine can measure a tracer's TPS ratio: the load's own noise.
 
     .venv/bin/python tools/tps_noise.py [--windows 20] [--workload oltp_write_only]
+                                        [--buffer-pool-mb N] [--redo-log-mb N]
 
 Starts one benchmark server (MYSQLIO_BENCH_CONFIGS picks it, as in tools/bench.py:
 10.11-io_uring by default), runs one sysbench load with NO tracer and reads its TPS
@@ -33,21 +34,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--windows", type=int, default=20, help="untraced windows (at least 3)")
     parser.add_argument("--workload", default="oltp_write_only", help="the sysbench script")
+    parser.add_argument("--buffer-pool-mb", type=int, help="InnoDB's buffer pool (the bench server's by default)")
+    parser.add_argument("--redo-log-mb", type=int, help="InnoDB's redo log (the bench server's by default)")
     args = parser.parse_args()
     if args.windows < 3:
         print("tps_noise: --windows must be at least 3", file=sys.stderr)
         return 2
     try:
         config = chosen_configs()[0]
-        return measure(config, args.workload, args.windows)
-    except (ValueError, SetupError) as e:
+        return measure(config, args.workload, args.windows, args.buffer_pool_mb, args.redo_log_mb)
+    except (ValueError, RuntimeError, SetupError) as e:
         print(f"tps_noise: {e}", file=sys.stderr)
         return 1
 
 
-def measure(config: ServerConfig, workload: str, windows: int) -> int:
+def measure(
+    config: ServerConfig, workload: str, windows: int, buffer_pool_mb: int | None, redo_log_mb: int | None
+) -> int:
     window_s = window_seconds(smoke=False)
-    with started(config) as server:
+    with started(config, buffer_pool_mb, redo_log_mb) as server:
         total_s = LOAD_WARMUP_S + windows * (WINDOW_SETTLE_S + window_s + 0.5)
         rates: list[float] = []
         with one_load(server.bench, workload, total_s, LOAD_WARMUP_S):
@@ -55,6 +60,8 @@ def measure(config: ServerConfig, workload: str, windows: int) -> int:
                 time.sleep(WINDOW_SETTLE_S)  # where a tracer would attach and settle
                 rates.append(commit_rate(lambda: server.db.status("Com_commit"), window_s))
         title = f"{server.title}, sysbench {workload}, {windows} untraced windows of {window_s} s"
+        sizes = server.db.options
+        title += f"; buffer pool {sizes.buffer_pool_mb} MiB, redo log {sizes.redo_log_mb} MiB"
     log_ratios = [math.log(b / a) for a, b in itertools.pairwise(rates)]
     sd = statistics.pstdev(log_ratios)
     print(title)

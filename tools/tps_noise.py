@@ -21,9 +21,9 @@ import itertools
 import math
 import statistics
 import sys
-import time
+import tempfile
 
-from bench import LOAD_WARMUP_S, WINDOW_SETTLE_S, commit_rate, one_load
+from bench import windowed_tps
 from bench_server import ServerConfig, chosen_configs, started, window_seconds
 from bench_tracers import SetupError
 
@@ -52,13 +52,19 @@ def measure(
     config: ServerConfig, workload: str, windows: int, buffer_pool_mb: int | None, redo_log_mb: int | None
 ) -> int:
     window_s = window_seconds(smoke=False)
-    with started(config, buffer_pool_mb, redo_log_mb) as server:
-        total_s = LOAD_WARMUP_S + windows * (WINDOW_SETTLE_S + window_s + 0.5)
-        rates: list[float] = []
-        with one_load(server.bench, workload, total_s, LOAD_WARMUP_S):
-            for _ in range(windows):
-                time.sleep(WINDOW_SETTLE_S)  # where a tracer would attach and settle
-                rates.append(commit_rate(lambda: server.db.status("Com_commit"), window_s))
+    with started(config, buffer_pool_mb, redo_log_mb) as server, tempfile.TemporaryDirectory() as tmp:
+        # make bench's own windows, each under the "none" variant (no tracer)
+        rates = windowed_tps(
+            server.db.pid,
+            server.bench,
+            lambda: server.db.status("Com_commit"),
+            window_s,
+            windows,
+            tmp,
+            ("none",),
+            0,
+            script=workload,
+        )["none"]
         title = f"{server.title}, sysbench {workload}, {windows} untraced windows of {window_s} s"
         sizes = server.db.options
         title += f"; buffer pool {sizes.buffer_pool_mb} MiB, redo log {sizes.redo_log_mb} MiB"

@@ -596,13 +596,37 @@ def test_writes_over_interval_boundaries_are_exact(live: LiveRun) -> None:
     assert sum(seen) == BOUNDARY_WRITES and len([n for n in seen if n]) >= 3, seen
 
 
+# What stap itself reports losing, each counted in the intervals' lost_events: output its
+# transport dropped, and probe runs it skipped (a probe's lock not taken in time). Both
+# seen on 5.10 under emulation; a fresh CI run of 2026-11-30 had 1 skipped and 2 dropped.
+STAP_SHOWN_LOSSES = ("skipped_probes", "transport_failures")
+
+
+def only_stap_losses_shown(verdict: str) -> bool:
+    """Whether `judge` found the counts short, never over, with every loss one stap counted
+    and the intervals that lost them saying so ("losses shown: KIND N, ... in lost_events")."""
+    if not verdict.startswith("losses shown: "):
+        return False
+    kinds = verdict.removeprefix("losses shown: ").split(" in lost_events", 1)[0].split(", ")
+    return all(kind.split(" ", 1)[0] in STAP_SHOWN_LOSSES for kind in kinds)
+
+
+def test_only_stap_losses_shown_reads_the_verdict() -> None:
+    shown = "losses shown: {} in lost_events; hot.dat 6000 of 6000 writes, 8 of 300 files short"
+    assert only_stap_losses_shown(shown.format("transport_failures 2"))
+    assert only_stap_losses_shown(shown.format("skipped_probes 1, transport_failures 2"))
+    assert not only_stap_losses_shown(shown.format("rows_full 3, transport_failures 2"))
+    assert not only_stap_losses_shown("differs: top exit 1, hot.dat 5990 of 6000 writes")
+    assert not only_stap_losses_shown("exact")
+
+
 def test_busy_writers_and_big_flushes_lose_nothing_silently(live: LiveRun) -> None:
     """Two threads writing flat out, one of them to 300 files (300 rows a flush): every flush
     answered (the single locked aggregate starved flushes here), every write counted, or, where
-    stap's transport dropped output (seen on 5.10 under emulation), the counts only short and
-    the intervals that lost them saying so in lost_events (transport_failures)."""
+    stap lost some (STAP_SHOWN_LOSSES), the counts only short and the intervals that lost them
+    saying so in lost_events."""
     verdict = live.verdicts["contention"]
-    assert verdict == "exact" or verdict.startswith("losses shown: transport_failures"), verdict
+    assert verdict == "exact" or only_stap_losses_shown(verdict), verdict
     assert live.guest["contention"]["max_files_in_an_interval"] >= 100
 
 

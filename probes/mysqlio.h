@@ -255,6 +255,21 @@ struct mio_event {
 	__u8 pad[5];
 };
 
+/* record's event stream on x86-64: each CPU's array of event slots, an event
+ * and its sequence number in one cache line (struct event_slot in the
+ * programs, tracer/ringbuf.py SLOT_DTYPE), written in turn from the CPU's head
+ * and read by userspace from its tail. The sequence number, written last,
+ * publishes the slot: its index in the CPU's stream plus one. */
+#define SLOT_BYTES 64
+
+/* A CPU's position in its event slots, one cache line each (event_pos): the
+ * programs' head at entry 2 x cpu (the next index a program claims), the
+ * reader's tail at 2 x cpu + 1 (the next index it reads). */
+struct mio_slot_pos {
+	__u64 pos;
+	__u64 pad[7];
+};
+
 /* A libaio iocb or io_uring request between submission and completion. */
 struct pending_io {
 	__u64 ts_ns;
@@ -286,6 +301,9 @@ struct drop_counters {
 				* its latency is unknown */
 	__u64 dev_full;        /* a bio of a device that found no free slot */
 	__u64 msync_no_file;   /* an msync whose address no file mapping held */
+	__u64 events_contended; /* record (event slots): an event whose program found
+				 * its CPU's next slot taken by interrupting programs
+				 * at each of its tries */
 };
 
 #endif /* __MYSQLIO_H */

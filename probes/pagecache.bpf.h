@@ -204,7 +204,8 @@ static __always_inline bool claim_due(__u32 dev, __u64 ino, __u64 now)
 
 /* record: one page-cache event (op MIO_DIRTY / MIO_WRITEBACK) at `now`.
  * offset: in the file, -1 when unknown. */
-static __always_inline void emit_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset, __u64 now)
+static __always_inline void emit_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset, __u64 now,
+					    const bool cas)
 {
 	struct pending_io req = {};
 
@@ -215,7 +216,7 @@ static __always_inline void emit_page_cache(const struct file_op_key *key, __u64
 	req.by = key->by;
 	req.offset = offset;
 	/* ts_ns 0: no latency (the event's time is when it is queued) */
-	emit(&req, key->api, bytes, now);
+	EMIT(cas, &req, key->api, bytes, now);
 }
 
 /* Add bytes to a page-cache row (op MIO_DIRTY / MIO_WRITEBACK), in the stats
@@ -232,7 +233,7 @@ static __always_inline int account_page_cache_in(const struct file_op_key *key, 
 	if (!key)
 		return 0;
 	if (targ_record) {
-		emit_page_cache(key, bytes, offset, bpf_ktime_get_ns());
+		emit_page_cache(key, bytes, offset, bpf_ktime_get_ns(), cas);
 		return 0;
 	}
 	stats = stats_row(key, &created, cas);
@@ -300,7 +301,7 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 		now = bpf_ktime_get_ns();
 		if (claim_due(key.dev, key.ino, now))
 			remember_server_file(key.dev, key.ino);
-		emit_page_cache(&key, bytes, offset, now);
+		emit_page_cache(&key, bytes, offset, now, cas);
 		return 0;
 	}
 	if (ACCOUNT_PAGE_CACHE(cas, &key, bytes, offset))

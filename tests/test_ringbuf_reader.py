@@ -1,7 +1,9 @@
-"""The ring buffer's bulk reader on a ring laid out as the kernel's (kernel/bpf/ringbuf.c):
-committed events in order, a record being written ends the read, discarded ones are left out,
-and the consumer position moves past exactly what was read; the CPUs' rings read as one
-stream in time order."""
+"""The event stream's bulk readers, on maps laid out as the kernel's. A ring buffer
+(kernel/bpf/ringbuf.c): committed events in order, a record being written ends the read,
+discarded ones are left out, and the consumer position moves past exactly what was read.
+Event slots (probes/mysqlio.bpf.c, struct event_slot): published slots in order, one not
+yet published ends the read, the tail moves past exactly what was read. The CPUs'
+streams read as one, in time order."""
 
 from __future__ import annotations
 
@@ -12,9 +14,19 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from mysqlio import abi
 from mysqlio.bpf_probe import MIN_RING_BYTES, ring_bytes_per_cpu
 from mysqlio.events import EVENT_DTYPE
-from mysqlio.ringbuf import BUSY_BIT, DISCARD_BIT, RECORD, PerCpuRingsReader, RingBufferReader
+from mysqlio.ringbuf import (
+    BUSY_BIT,
+    DISCARD_BIT,
+    RECORD,
+    SLOT_DTYPE,
+    CpuEventSlots,
+    EventSlots,
+    PerCpuRingsReader,
+    RingBufferReader,
+)
 
 SIZE = 16 * mmap.PAGESIZE
 PAGE = mmap.PAGESIZE
@@ -123,3 +135,99 @@ def test_each_cpu_gets_a_power_of_two_share_of_the_ring_bytes() -> None:
     assert ring_bytes_per_cpu(64 << 20, 2) == 32 << 20
     assert ring_bytes_per_cpu(64 << 20, 3) == 16 << 20  # 21.3 MiB rounded down
     assert ring_bytes_per_cpu(1 << 20, 64) == MIN_RING_BYTES
+
+
+class FakeSlots:
+    """Memfds as the event-slot maps' pages (struct event_slot, struct mio_slot_pos):
+    `per_cpu` slots for each of `cpus` CPUs, written as a CPU's programs write them."""
+
+    def __init__(self, cpus: int = 2, per_cpu: int = 64) -> None:
+        self.cpus, self.per_cpu = cpus, per_cpu
+        self.slots_fd = os.memfd_create("event_slots")
+        os.ftruncate(self.slots_fd, cpus * per_cpu * SLOT_DTYPE.itemsize)
+        self.pos_fd = os.memfd_create("event_pos")
+        os.ftruncate(self.pos_fd, 2 * cpus * abi.SLOT_BYTES)
+        self.mapping = EventSlots(self.slots_fd, self.pos_fd, cpus, per_cpu)
+
+    def head(self, cpu: int) -> int:
+        return int(np.frombuffer(os.pread(self.pos_fd, 8, 2 * cpu * abi.SLOT_BYTES), np.uint64)[0])
+
+    def tail(self, cpu: int) -> int:
+        return int(np.frombuffer(os.pread(self.pos_fd, 8, (2 * cpu + 1) * abi.SLOT_BYTES), np.uint64)[0])
+
+    def put(self, cpu: int, ino: int, ts_ns: int = 0, publish: bool = True) -> None:
+        """The CPU's next event: its head moves, its slot is written, then published."""
+        idx = self.head(cpu)
+        slot = np.zeros(1, SLOT_DTYPE)
+        slot["event"]["ino"], slot["event"]["tid"], slot["event"]["ts_ns"] = ino, 7, ts_ns
+        slot["seq"] = idx + 1 if publish else 0
+        os.pwrite(self.slots_fd, slot.tobytes(), (cpu * self.per_cpu + idx % self.per_cpu) * SLOT_DTYPE.itemsize)
+        os.pwrite(self.pos_fd, np.uint64(idx + 1).tobytes(), 2 * cpu * abi.SLOT_BYTES)
+
+    def publish(self, cpu: int, idx: int) -> None:
+        at = (cpu * self.per_cpu + idx % self.per_cpu) * SLOT_DTYPE.itemsize + EVENT_DTYPE.itemsize
+        os.pwrite(self.slots_fd, np.uint64(idx + 1).tobytes(), at)
+
+    def close(self) -> None:
+        os.close(self.slots_fd)
+        os.close(self.pos_fd)
+
+
+@pytest.fixture
+def slots() -> Iterator[FakeSlots]:
+    s = FakeSlots()
+    yield s
+    s.close()
+
+
+def test_published_slots_in_order_and_the_tail_moves_past_them(slots: FakeSlots) -> None:
+    reader = CpuEventSlots(slots.mapping, 1)
+    assert len(reader.read()) == 0
+    for ino in range(1, 41):
+        slots.put(1, ino)
+    events = reader.read()
+    assert events.dtype == EVENT_DTYPE and events.flags.c_contiguous
+    assert events["ino"].tolist() == list(range(1, 41)) and set(events["tid"].tolist()) == {7}
+    assert (slots.tail(1), slots.tail(0)) == (40, 0)  # the other CPU's stream untouched
+    slots.put(1, 41)
+    assert reader.read()["ino"].tolist() == [41]
+
+
+def test_a_slot_not_yet_published_ends_the_read_until_it_is(slots: FakeSlots) -> None:
+    reader = CpuEventSlots(slots.mapping, 0)
+    slots.put(0, 1)
+    slots.put(0, 2)
+    slots.put(0, 3, publish=False)  # a program is writing it
+    slots.put(0, 4)
+    assert reader.read()["ino"].tolist() == [1, 2]
+    assert slots.tail(0) == 2
+    slots.publish(0, 2)
+    assert reader.read()["ino"].tolist() == [3, 4]
+    assert slots.tail(0) == 4
+
+
+def test_slots_wrapping_to_the_first_are_read_in_order(slots: FakeSlots) -> None:
+    reader = CpuEventSlots(slots.mapping, 0)
+    for ino in range(1, 51):
+        slots.put(0, ino)
+    assert len(reader.read()) == 50
+    # 50 + 40 written: the last 26 wrap to slots 0-25, over events already read
+    for ino in range(51, 91):
+        slots.put(0, ino)
+    assert reader.read()["ino"].tolist() == list(range(51, 91))
+    assert slots.tail(0) == 90
+    # a slot left from the last lap is not published for this one: the read stops at it
+    os.pwrite(slots.pos_fd, np.uint64(91).tobytes(), 0)
+    assert len(reader.read()) == 0 and slots.tail(0) == 90
+
+
+def test_the_cpus_slots_merge_in_time_order(slots: FakeSlots) -> None:
+    reader = PerCpuRingsReader([CpuEventSlots(slots.mapping, cpu) for cpu in range(2)], slots.mapping)
+    assert reader.capacity == slots.per_cpu
+    for ts in (10, 30, 50):
+        slots.put(0, ts, ts_ns=ts)
+    for ts in (20, 40):
+        slots.put(1, ts, ts_ns=ts)
+    assert reader.read()["ts_ns"].tolist() == [10, 20, 30, 40, 50]
+    assert (slots.tail(0), slots.tail(1)) == (3, 2)
+    reader.close()

@@ -10,7 +10,7 @@ writes --rate small pwrites a second across --threads files for the duration.
 `top -i 1 --json` and `record` trace it at the same time, each with its own
 probe. Every --sample seconds the runner reads, for both tracers: RSS and USS,
 open fds, CPU time, the entries of every hash / LRU map they hold and the unread
-bytes of their ring buffer (maps found by id in /proc/PID/fdinfo, read through
+bytes of their ring buffers or unread event slots (maps found by id in /proc/PID/fdinfo, read through
 the BPF syscall), and the probe's drop counters (its .bss), so a loss is dated
 and has a reason.
 
@@ -21,8 +21,8 @@ Pass criteria (all must hold; the result lists each that failed):
   than it ever held before, none exceeds its max_entries; maps swapped every
   interval (stats_a / stats_b, lat_a / lat_b) are judged as one pair and must be
   empty after the load, as must aio_pending and uring_pending (inflight is a
-  fixed array, one cell per traced thread: not judged); the ring
-  buffer is never more than half full; the maps held never change (same names,
+  fixed array, one cell per traced thread: not judged); no CPU's share of
+  record's event stream (its ring buffer or event slots) is ever more than half full; the maps held never change (same names,
   same ids); open fds do not grow;
 - lost events 0 in top's JSON and in the trace;
 - counts exact: top's per-file sums over all intervals and `report --json`'s
@@ -56,7 +56,7 @@ from typing import IO, Any
 
 import psutil
 
-from mysqlio.abi import DropCounters
+from mysqlio.abi import DropCounters, SlotPos
 from mysqlio.devtools.traced import (  # one list of counters for tests and tools
     COUNTERS,
     IOGEN_SCENARIOS,
@@ -138,7 +138,9 @@ class MapCount:
     name: str
     type: str
     max_entries: int
-    entries: int | None  # hash-like maps: keys; ringbuf: bytes not yet consumed; None: arrays (always full)
+    # hash-like maps: keys; ringbuf: bytes not yet consumed; event_slots: the most slots a CPU
+    # has not yet consumed; None: arrays (always full)
+    entries: int | None
     value: bytes | None = None  # the .bss section, where the drop counters live
 
 
@@ -167,6 +169,8 @@ def count_map(lib: _Libbpf, map_id: int) -> MapCount | None:
                 value = buf.raw
         if kind == "ringbuf":
             entries = _ring_used(fd)
+        if name == "event_pos" and kind == "array":  # record's event slots: their heads and tails
+            kind, entries = "event_slots", _slots_unread(lib, fd, info.max_entries // 2)
         return MapCount(map_id, name, kind, info.max_entries, entries, value)
     finally:
         os.close(fd)
@@ -180,6 +184,19 @@ def _ring_used(fd: int) -> int:
         (consumer,) = struct.unpack_from("<Q", head, 0)
         (producer,) = struct.unpack_from("<Q", head, page)
     return producer - consumer
+
+
+def _slots_unread(lib: _Libbpf, fd: int, cpus: int) -> int:
+    """The most event slots any CPU has written and the reader not yet read: its
+    head (entry 2 x cpu of event_pos) less its tail (2 x cpu + 1)."""
+    pos = SlotPos()
+    unread = 0
+    for cpu in range(cpus):
+        lib.lookup(fd, ctypes.byref(ctypes.c_uint32(2 * cpu)), ctypes.byref(pos))
+        head = pos.pos
+        lib.lookup(fd, ctypes.byref(ctypes.c_uint32(2 * cpu + 1)), ctypes.byref(pos))
+        unread = max(unread, head - pos.pos)
+    return unread
 
 
 def _count_keys(lib: _Libbpf, fd: int, key_size: int, max_entries: int) -> int:
@@ -735,6 +752,8 @@ def _judge_maps(result: SoakResult, name: str, second: list[Sample], last: list[
     maps: dict[str, dict[str, Any]] = {}
     for label, members in sorted(groups.items()):
         capacity = sum(first[m].max_entries for m in members)
+        if first[members[0]].type == "event_slots":  # a CPU's slots: the slot array's share
+            capacity = first["event_slots"].max_entries // (first[members[0]].max_entries // 2)
         earlier_max = max(_entries(s, name, members) for s in before_last)
         last_max = max(_entries(s, name, members) for s in last)
         most = max(_entries(s, name, members) for s in everything)
@@ -749,10 +768,10 @@ def _judge_maps(result: SoakResult, name: str, second: list[Sample], last: list[
             "max": most,
             "final": end,
         }
-        if first[members[0]].type == "ringbuf":
-            # bytes not yet read: they come and go every poll; the reader must keep far ahead
+        if first[members[0]].type in ("ringbuf", "event_slots"):
+            # bytes or slots not yet read: they come and go every poll; the reader must keep far ahead
             if most > capacity // 2:
-                result.failures.append(f"{name}: ring buffer {label} was {most} of {capacity} bytes full")
+                result.failures.append(f"{name}: event stream {label} was {most} of {capacity} full")
         elif len(members) == 1 and members[0] in swapped:
             pass  # judged as the pair
         elif last_max > earlier_max + MAP_GROWTH_SLACK:

@@ -40,6 +40,7 @@ LAT_SUB = 8
 LAT_MIN_EXP = 8
 LAT_SLOTS = 256
 LATENCY_UNKNOWN = 0xFFFFFFFFFFFFFFFF
+SLOT_BYTES = 64
 
 
 class Op(enum.IntEnum):
@@ -261,6 +262,15 @@ class Event(Struct):
     ]
 
 
+class SlotPos(Struct):
+    """struct mio_slot_pos"""
+
+    _fields_ = [
+        ("pos", ctypes.c_uint64),
+        ("pad", ctypes.c_uint64 * 7),
+    ]
+
+
 class PendingIo(Struct):
     """struct pending_io"""
 
@@ -293,6 +303,7 @@ class DropCounters(Struct):
         ("lat_unmatched", ctypes.c_uint64),
         ("dev_full", ctypes.c_uint64),
         ("msync_no_file", ctypes.c_uint64),
+        ("events_contended", ctypes.c_uint64),
     ]
 
 
@@ -310,6 +321,7 @@ STRUCTS: dict[str, type[Struct]] = {
     "lat_key": LatKey,
     "lat_hist": LatHist,
     "mio_event": Event,
+    "mio_slot_pos": SlotPos,
     "pending_io": PendingIo,
     "drop_counters": DropCounters,
 }

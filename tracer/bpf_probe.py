@@ -27,7 +27,7 @@ from .kernel_features import KernelFeatures
 from .latency import Histogram
 from .libbpf import BpfMap, BpfObject, create_ring_buffer, possible_cpus, program_counters
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
-from .ringbuf import PerCpuRingsReader, RingBufferReader
+from .ringbuf import CpuEventSlots, EventSlots, PerCpuRingsReader, RingBufferReader
 
 DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 BPF_MAP_TYPE_ARRAY = 2
@@ -123,9 +123,13 @@ class BpfProbe:
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(cells_used - 1))
         self._rings: list[int] = []  # record: each CPU's ring buffer (fds)
+        self._slots_per_cpu = 0  # record with event slots: each CPU's slots
         if record_ring_bytes:
             self._obj.set_rodata("targ_record", ctypes.c_bool(True))
-            self._obj.set_max_entries("events", possible_cpus())
+            if self.event_slots:
+                self._size_event_slots(record_ring_bytes)
+            else:
+                self._obj.set_max_entries("events", possible_cpus())
         # Where syscall arguments are read at exit, the enter programs only stamp a
         # request's start: attached when requests are timed (issue 19: top's cost
         # per request without them). Else they keep the arguments: always attached.
@@ -136,7 +140,7 @@ class BpfProbe:
         try:
             self._obj.load()
             self._write_control()  # the target's tgid, before any program runs
-            if record_ring_bytes:
+            if record_ring_bytes and not self.event_slots:
                 self._create_rings(record_ring_bytes)
             # the stats table, where the cas programs use it (see _adapt): its
             # cells in use written before any program runs
@@ -221,15 +225,6 @@ class BpfProbe:
         # the target's tgid in the control line x 0.89 per request; 6.18, MariaDB
         # 10.11, tools/ab_objects.py, issue 19)
         obj.unmappable_global_data()
-        if record and not features.ringbuf:
-            raise BpfError(
-                "record needs the BPF ring buffer (Linux 5.8 or a kernel with it backported), which this "
-                "kernel lacks; top and exporter work here, or record with --backend stap"
-            )
-        if not record:  # referenced, never used in top mode: no ring buffer made for it
-            obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)
-            obj.set_key_size("events", 4)
-            obj.set_value_size("events", 8)
         # rows in the stats table: its cells are claimed by compare-and-swap
         obj.set_rodata("targ_stats_cells", ctypes.c_bool(features.atomics))
         for name in CAS_PROGRAMS:  # the twins this kernel does not load
@@ -275,6 +270,27 @@ class BpfProbe:
             )
             if not chosen:
                 obj.disable_program(self._program(program))
+        self._adapt_event_stream(features, record)
+
+    def _adapt_event_stream(self, features: KernelFeatures, record: bool) -> None:
+        """record's event stream: each CPU's event slots where the object has them
+        (x86-64) and every program that emits an event takes an index by
+        compare-and-swap (BPF atomics; not the pre-5.11 bio program), else each
+        CPU's BPF ring buffer."""
+        obj = self._obj
+        nocas_emitter = self.page_cache and features.bio_queue_args == 2
+        self.event_slots = record and obj.has_map("event_slots") and features.atomics and not nocas_emitter
+        if self.event_slots:
+            obj.set_rodata("targ_event_slots", ctypes.c_bool(True))
+        elif record and not features.ringbuf:
+            raise BpfError(
+                "record needs the BPF ring buffer (Linux 5.8 or a kernel with it backported), which this "
+                "kernel lacks; top and exporter work here, or record with --backend stap"
+            )
+        if not record or self.event_slots:  # referenced, never used: no ring buffer made for it
+            obj.retype_map("events", BPF_MAP_TYPE_ARRAY, 1)
+            obj.set_key_size("events", 4)
+            obj.set_value_size("events", 8)
 
     def uncounted(self) -> list[str]:
         """What this kernel keeps the probes from counting (shown by top)."""
@@ -401,6 +417,16 @@ class BpfProbe:
             return None
         return _kernel_name(raw)
 
+    def _size_event_slots(self, total: int) -> None:
+        """record on x86-64: `total` bytes of event slots shared out among the possible
+        CPUs (a power of two slots each), before load."""
+        cpus = possible_cpus()
+        per_cpu = ring_bytes_per_cpu(total, cpus) // abi.SLOT_BYTES
+        self._obj.set_max_entries("event_slots", cpus * per_cpu)
+        self._obj.set_max_entries("event_pos", 2 * cpus)
+        self._obj.set_rodata("targ_slot_bits", ctypes.c_uint32(per_cpu.bit_length() - 1))
+        self._slots_per_cpu = per_cpu
+
     def _create_rings(self, total: int) -> None:
         """record: a ring buffer for each possible CPU (the events map's entries),
         `total` bytes shared out, put in the map before any program is attached."""
@@ -411,7 +437,12 @@ class BpfProbe:
             events.update(ctypes.c_uint32(cpu), ctypes.c_uint32(self._rings[-1]))
 
     def events_reader(self) -> PerCpuRingsReader:
-        """The ring buffers of the record mode (opened with record_ring_bytes)."""
+        """The event stream of the record mode (opened with record_ring_bytes): each
+        CPU's event slots or ring buffer."""
+        if self.event_slots and self._ring_bytes:
+            pos = self._obj.map("event_pos")
+            slots = EventSlots(self._obj.map("event_slots").fd, pos.fd, pos.max_entries // 2, self._slots_per_cpu)
+            return PerCpuRingsReader([CpuEventSlots(slots, cpu) for cpu in range(slots.cpus)], slots)
         if not self._rings:
             raise ValueError("this probe was opened without a ring buffer (record_ring_bytes 0)")
         size = ring_bytes_per_cpu(self._ring_bytes, len(self._rings))

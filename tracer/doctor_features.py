@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+
 from . import kernel_features
 from .doctor_check import Check
 from .errors import BpfError
@@ -19,6 +21,8 @@ def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
             return Check(name, "ok", detail_ok, value="yes")
         return Check(name, "warn", detail_missing, fix, value="fallback")
 
+    # record's event slots (probes/mysqlio.bpf.c): x86-64 objects, programs with compare-and-swap
+    event_slots_possible = features.atomics and platform.machine() == "x86_64"
     checks = [
         feature(
             "task BTF",
@@ -49,9 +53,11 @@ def kernel_feature_checks(features: KernelFeatures | Exception) -> list[Check]:
         feature(
             "BPF ring buffer",
             features.ringbuf,
-            "record streams events through a BPF ring buffer",
-            "no BPF ring buffer (Linux 5.8): `mysqlio record` cannot run here; top and exporter can",
-            "record with --backend stap, or a kernel with the BPF ring buffer",
+            "record streams events through a BPF ring buffer, or on x86-64 with BPF atomics its own event slots",
+            "no BPF ring buffer (Linux 5.8): `mysqlio record` runs only with x86-64's event slots (BPF atomics)"
+            if event_slots_possible
+            else "no BPF ring buffer (Linux 5.8): `mysqlio record` cannot run here; top and exporter can",
+            "" if event_slots_possible else "record with --backend stap, or a kernel with the BPF ring buffer",
         ),
     ]
     if features.uring_complete_req_arg is not None:

@@ -524,6 +524,9 @@ class BpfObject:
     def map(self, name: str) -> BpfMap:
         return self._maps[name]
 
+    def has_map(self, name: str) -> bool:
+        return name in self._maps
+
     def close(self) -> None:
         """Detach every program and free the object; safe to call twice."""
         # Detaching a program from a syscall tracepoint waits for the kernel's

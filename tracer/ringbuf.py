@@ -1,4 +1,8 @@
-"""Bulk consumer of a BPF ring buffer through mmap, without libbpf callbacks.
+"""Bulk consumers of record's event stream through mmap, without libbpf callbacks:
+each CPU's event slots (x86-64, `CpuEventSlots`) or BPF ring buffer
+(`RingBufferReader`), merged in time order (`PerCpuRingsReader`).
+
+Ring buffers:
 
 Records are fixed-size mio_event structs submitted with BPF_RB_NO_WAKEUP, so
 the consumer polls on a timer and turns everything committed since the last
@@ -15,6 +19,7 @@ import mmap
 
 import numpy as np
 
+from . import abi
 from .events import EVENT_DTYPE
 
 BUSY_BIT = 1 << 31
@@ -82,6 +87,76 @@ class RingBufferReader:
         self._consumer.close()
 
 
+# an event slot (probes/mysqlio.bpf.c, struct event_slot): the event, then its seq
+SLOT_DTYPE = np.dtype([("event", EVENT_DTYPE), ("seq", "<u8")])
+assert SLOT_DTYPE.itemsize == abi.SLOT_BYTES
+_POS_DTYPE = np.dtype(abi.SlotPos)
+
+
+class EventSlots:
+    """The mappings of the event slots of every CPU (maps event_slots and event_pos,
+    BPF_F_MMAPABLE): `per_cpu` slots for each of `cpus` CPUs, CPU c's from slot
+    c x per_cpu; its head (written by the programs) at position 2c, its tail
+    (written here) at 2c + 1. Slot memory is page-aligned, each slot a cache line."""
+
+    def __init__(self, slots_fd: int, pos_fd: int, cpus: int, per_cpu: int) -> None:
+        self.cpus = cpus
+        self.per_cpu = per_cpu
+        self._slots_map = mmap.mmap(slots_fd, cpus * per_cpu * SLOT_DTYPE.itemsize, mmap.MAP_SHARED)
+        self._pos_map = mmap.mmap(pos_fd, 2 * cpus * _POS_DTYPE.itemsize, mmap.MAP_SHARED)
+        self.slots = np.frombuffer(self._slots_map, dtype=np.uint8).reshape(cpus * per_cpu, SLOT_DTYPE.itemsize)
+        self.seqs = np.frombuffer(self._slots_map, dtype=np.uint64).reshape(cpus * per_cpu, -1)[:, -1]
+        # each position read and written as one aligned 8-byte word (see RingBufferReader)
+        self.pos = np.frombuffer(self._pos_map, dtype=np.uint64).reshape(2 * cpus, -1)[:, 0]
+
+    def close(self) -> None:
+        del self.slots, self.seqs, self.pos  # the mappings cannot close while a view holds them
+        self._slots_map.close()
+        self._pos_map.close()
+
+
+class CpuEventSlots:
+    """One CPU's event slots, read from its tail: every event published since the
+    last read, in order, up to the first slot not yet published (a program writing
+    it now). A slot is published by its seq, written after its event: the slot's
+    index plus one; x86-64 loads in order, so the event read after it is whole."""
+
+    def __init__(self, slots: EventSlots, cpu: int) -> None:
+        self._slots = slots
+        self._cpu = cpu
+        self._first = cpu * slots.per_cpu
+        self._mask = slots.per_cpu - 1
+        self.capacity: int | None = slots.per_cpu
+
+    def read(self) -> np.ndarray:
+        pos = self._slots.pos
+        tail = int(pos[2 * self._cpu + 1])
+        count = min(int(pos[2 * self._cpu]) - tail, self._slots.per_cpu)
+        if count <= 0:
+            return np.empty(0, dtype=EVENT_DTYPE)
+        start = tail & self._mask
+        # their seqs first, then their events (in that order: see the class)
+        seqs = np.concatenate([self._slots.seqs[run] for run in self._runs(start, count)])
+        published = seqs == np.arange(tail + 1, tail + 1 + count, dtype=np.uint64)
+        if not published.all():
+            count = int(np.argmin(published))
+        rows = [self._slots.slots[run, : EVENT_DTYPE.itemsize] for run in self._runs(start, count)]
+        events = np.concatenate(rows).view(EVENT_DTYPE).reshape(count)
+        # the slots freed only after their events were copied out
+        pos[2 * self._cpu + 1] = tail + count
+        return events
+
+    def _runs(self, start: int, count: int) -> list[slice]:
+        """The `count` slots from slot `start` of this CPU's: one run, or two when
+        they wrap to its first slot."""
+        first = self._first + start
+        stop = min(start + count, self._slots.per_cpu)
+        return [slice(first, self._first + stop), slice(self._first, self._first + count - (stop - start))]
+
+    def close(self) -> None:
+        """The mappings are EventSlots': closed by whoever opened them."""
+
+
 class PerCpuRingsReader:
     """Drain the ring buffers of every CPU as one stream, in time order.
 
@@ -90,8 +165,9 @@ class PerCpuRingsReader:
     fullest ring fills first); one ring's worth when the last read found none, as
     a sudden burst may come from one CPU."""
 
-    def __init__(self, rings: list[RingBufferReader]) -> None:
+    def __init__(self, rings: list[RingBufferReader] | list[CpuEventSlots], slots: EventSlots | None = None) -> None:
         self._rings = rings
+        self._slots = slots  # the rings' shared mappings, closed with them
         self._ring_capacity = min(r.capacity or 0 for r in rings)
         self.capacity: int | None = self._ring_capacity
 
@@ -115,3 +191,5 @@ class PerCpuRingsReader:
     def close(self) -> None:
         for ring in self._rings:
             ring.close()
+        if self._slots:
+            self._slots.close()

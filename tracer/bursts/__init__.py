@@ -49,7 +49,7 @@ periodic even when the writes were spread out):
 One sync in every interval (`top` at 1 s with innodb_flush_log_at_trx_commit=2)
 cannot show as bursts at that resolution: a run of at least METRONOME_MIN such
 intervals, where the file has no syncs otherwise, is a train of its own
-(`Train.metronome`). A recorded trace has syncs in 0.1 s bins instead.
+(`Train.metronome`). A recorded trace has writes, syncs and writeback in 0.1 s bins instead.
 
 The modules, in the order of the data:
 - `train`: the data (`Series` in, `Burst` and `Train` out) and its JSON;

@@ -155,7 +155,7 @@ def _log_e_all(
     stream (live) n is all of them, the stream's rate; in a whole series (`whole`, a
     trace) n is those not yet in the chain, since a burst cannot follow itself. (With
     all of them, a file whose only bursts are a short train at coarse bins, e.g. six
-    runs of a 4 s job in a trace's 1 s bins, would look like chance.)"""
+    runs of a 4 s job in 1 s bins, would look like chance.)"""
     dev = np.abs(np.diff(on) - np.diff(k) * period)[1:]  # the first gap is free
     used = np.arange(2, len(on)) if whole else 0  # chain members placed before each of those steps
     remaining = np.maximum(n_bursts - used, 0.5)

@@ -4,6 +4,7 @@ the trains of a whole trace (`trains_from_trace`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -25,8 +26,11 @@ assert OP_NAMES[_OP_SYNC_FIRST:_OP_SYNC_END] == SYNC_CALLS
 
 class SeriesBuilder:
     """Per-file series of a recorded trace, fed batch by batch: write bytes and
-    requests in bins of `resolution_s`, syncs in bins of `sync_resolution_s` (fine
-    enough for a once-a-second fsync), bytes written back (op "writeback" events)
+    requests in bins of `resolution_s` (0.1 s: in 1 s bins a 30 ms burst that
+    straddles a second's edge fills two bins, and a job every 4 s then leaves half
+    its file's bins busy, which is no burst at all: a fresh CI run missed a MyISAM
+    job's train so), syncs in bins of `sync_resolution_s` (fine enough for a
+    once-a-second fsync), bytes written back (op "writeback" events)
     in bins of `writeback_resolution_s` (a sync's writeback takes milliseconds), with
     each file's dominant cause (`by`). Sparse while it reads (one row per bin and
     file with activity), dense per file when asked for the series.
@@ -35,7 +39,7 @@ class SeriesBuilder:
     so `report.build.build_report` can feed it from its own loop."""
 
     def __init__(
-        self, resolution_s: float = 1.0, sync_resolution_s: float = 0.1, writeback_resolution_s: float = 0.1
+        self, resolution_s: float = 0.1, sync_resolution_s: float = 0.1, writeback_resolution_s: float = 0.1
     ) -> None:
         self.resolution_s = resolution_s
         self.sync_resolution_s = sync_resolution_s
@@ -111,12 +115,13 @@ class SeriesBuilder:
             if rows.rows > 1_000_000:
                 rows.compact()
 
-    def series(self, dec: Decoder, min_bins: int = MIN_BURSTS) -> list[Series]:
+    def series(self, dec: Decoder, min_bins: int = MIN_BURSTS) -> Iterator[Series]:
         """One Series per file and metric with activity in at least `min_bins` bins,
-        each over the whole trace (idle bins included)."""
-        out: list[Series] = []
+        each over the whole trace (idle bins included). A generator: each is dense
+        (an hour in 0.1 s bins is 36,000 bins a file), so one at a time is alive
+        while `detect` consumes them."""
         if self._t_max < self._t_min:
-            return out
+            return
         for rows, r, metric in (
             (self._writes, self.resolution_s, "write"),
             (self._syncs, self.sync_resolution_s, "sync"),
@@ -140,15 +145,12 @@ class SeriesBuilder:
                 np.add.at(dense, sec[a:b] - lo, values[a:b])
                 name = dec.paths.values[pid]
                 if metric == "write":
-                    out.append(Series(name, kind, r, lo * r, bytes=dense[:, 0], ops=dense[:, 1]))
+                    yield Series(name, kind, r, lo * r, bytes=dense[:, 0], ops=dense[:, 1])
                 elif metric == "writeback":
-                    out.append(
-                        Series(name, kind, r, lo * r, writeback=dense[:, 0], writeback_by=self._dominant_by(pid))
-                    )
+                    yield Series(name, kind, r, lo * r, writeback=dense[:, 0], writeback_by=self._dominant_by(pid))
                 else:
                     call = SYNC_CALLS[int(np.argmax(self._sync_calls[pid]))] if pid < len(self._sync_calls) else None
-                    out.append(Series(name, kind, r, lo * r, syncs=dense[:, 0], sync_call=call))
-        return out
+                    yield Series(name, kind, r, lo * r, syncs=dense[:, 0], sync_call=call)
 
     def _dominant_by(self, pid: int) -> str | None:
         """The cause of most of the file's writeback (None: none known)."""
@@ -159,7 +161,7 @@ class SeriesBuilder:
 
 
 def trains_from_trace(
-    reader: TraceReader, filters: Filters | None = None, resolution_s: float = 1.0, sync_resolution_s: float = 0.1
+    reader: TraceReader, filters: Filters | None = None, resolution_s: float = 0.1, sync_resolution_s: float = 0.1
 ) -> list[Train]:
     """Read a trace (`trace.TraceReader`) and find its trains; times are seconds
     since the start of the trace."""

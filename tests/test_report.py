@@ -7,6 +7,7 @@ when the example traces change)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -35,8 +36,8 @@ from mysqlio.plot import plot_series, plot_trace
 from mysqlio.report import build as report_build
 from mysqlio.report.build import build_report
 from mysqlio.report.model import Report
-from mysqlio.report.text import render_report
-from mysqlio.report.to_json import report_json
+from mysqlio.report.text import render_per_second, render_report
+from mysqlio.report.to_json import report_json, write_report_json
 from mysqlio.trace import FileInfo, TraceMeta, TraceReader, TraceWriter
 
 HERE = Path(__file__).resolve().parent
@@ -111,6 +112,33 @@ def test_golden_cli_cut_json() -> None:
     obj = json.loads(proc.stdout)
     assert obj["truncated"] and not obj["complete"]
     check_golden("cut_table.json", proc.stdout)
+
+
+@pytest.mark.parametrize("group", ["file", "thread"])
+def test_per_second_written_one_second_at_a_time(group: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--per-second's rows are made as they are written (an hour is a million rows):
+    the text in tables of three rows prints as one table, and the JSON streamed is
+    json.dumps of the whole object, keys after it included; no second: an empty list."""
+    monkeypatch.chdir(FIXTURES)
+    r = build_report(TraceReader("example.trace"), group, per_second=True)
+    assert r.per_second is not None and sum(len(rows) for _, rows in r.per_second) > 9
+
+    def text(rows_per_table: int) -> str:
+        console = Console(width=120, color_system=None, record=True, highlight=False, file=open(os.devnull, "w"))  # noqa: SIM115
+        tables = list(render_per_second(r, 120, rows_per_table))
+        for table in tables:
+            console.print(table)
+        return f"{len(tables)}\n" + console.export_text()
+
+    small, whole = text(3), text(10**9)
+    assert int(small.split("\n")[0]) > 3 and whole.startswith("1\n")
+    assert small.split("\n", 1)[1] == whole.split("\n", 1)[1]
+    after = {"latency_over_time": {"seconds": [{"t": 1, "x": "\u00b5s\n"}], "pairs": []}}
+    for report in (r, build_report(TraceReader("example.trace"), group, Filters(t_from=1e6), per_second=True)):
+        out = io.StringIO()
+        write_report_json(report, out, after)
+        assert out.getvalue() == json.dumps(report_json(report) | after, indent=1) + "\n"
+    assert '"per_second": []' in out.getvalue()
 
 
 def test_example_report_content() -> None:

@@ -483,11 +483,9 @@ def _trace_filters(args: argparse.Namespace):
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    import json
-
     from .report.build import build_report
     from .report.text import print_report
-    from .report.to_json import report_json
+    from .report.to_json import write_report_json
     from .trace import TraceReader
 
     filters = _trace_filters(args)
@@ -499,10 +497,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         file_rows = report.rows if args.group == "file" else build_report(TraceReader(args.trace), "file", filters).rows
         timeline = latency_over_time(TraceReader(args.trace), slowest_pairs(file_rows), filters)
     if args.json:
-        obj = report_json(report)
-        if timeline is not None:
-            obj["latency_over_time"] = timeline.to_json()
-        sys.stdout.write(json.dumps(obj, indent=1) + "\n")
+        after = {"latency_over_time": timeline.to_json()} if timeline is not None else None
+        write_report_json(report, sys.stdout, after)
     else:
         print_report(report, args.limit, args.per_second, timeline=timeline)
     return 0

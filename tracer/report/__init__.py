@@ -15,7 +15,9 @@ counted with `trace_counts`, as `plot` and the burst detector read it. The modul
 - `groups`: each event's group (file, kind, table, thread) and per-group totals;
 - `devices`: the block devices' samples `record` stored per batch, summed per device;
 - `model`: the `Report` and its rows, plain data;
-- `to_json`: `report_json()`, the report as JSON (`--json`);
+- `per_second`: `--per-second`'s rows, made one second at a time;
+- `to_json`: `report_json()`, the report as JSON, and `write_report_json()` (`--json`),
+  which streams the per-second rows;
 - `text`: rich renderables of the report and `print_report()`;
 - `timeline`: `report --latency`, a second pass for the slowest files' latency per second.
 """

@@ -19,8 +19,9 @@ from ..trace import TraceReader
 from ..trace_counts import Grow, SecondRows, SecondSeries, count
 from ..trace_events import Decoder, Events
 from .devices import device_samples, device_totals
-from .groups import GroupAgg, GroupKeys, busiest_key
+from .groups import GroupAgg, GroupKeys
 from .model import BusySecond, Report, Stats
+from .per_second import PerSecond
 
 _WRITE = OP_NAMES.index("write")
 
@@ -127,14 +128,7 @@ def build_report(
                 )
             )
 
-    per_second_rows = None
-    if group_seconds is not None:
-        per_second_rows = []
-        sec, ids, values = group_seconds.compact()
-        starts = np.flatnonzero(np.diff(sec, prepend=np.int64(-(2**62)))).tolist()
-        for start, end in zip(starts, [*starts[1:], len(sec)][: len(starts)], strict=True):
-            rows = [keys.row(int(ids[j]), Stats.of(values[j])) for j in range(start, end)]
-            per_second_rows.append((int(sec[start]), sorted(rows, key=busiest_key)))
+    per_second_rows = PerSecond(*group_seconds.compact(), keys.row) if group_seconds is not None else None
 
     meta = reader.meta
     if reader.complete and reader.end_wall is not None:

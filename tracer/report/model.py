@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..bursts.train import Train
 from ..devices import DeviceActivity
@@ -14,6 +14,9 @@ from ..latency import CLASSES
 from ..model import COUNTER_FIELDS, Counts
 from ..probe import dev_label
 from ..trace import TraceMeta
+
+if TYPE_CHECKING:
+    from .per_second import PerSecond
 
 
 @dataclass
@@ -104,7 +107,7 @@ class Report:
     kinds: list[GroupRow]
     total: Stats
     busiest: list[BusySecond]
-    per_second: list[tuple[int, list[GroupRow]]] | None = None
+    per_second: PerSecond | None = None  # --per-second's rows, made one second at a time
     bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
     gaps: list[dict[str, Any]] = field(default_factory=list)  # server restarts (record --follow)
     server_status: list[dict[str, Any]] = field(default_factory=list)  # record --mysql samples

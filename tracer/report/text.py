@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any, TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -384,9 +386,9 @@ def print_report(
     console = Console(
         file=out, highlight=False, width=None if tty else 120, color_system="auto" if tty else None, soft_wrap=False
     )
-    parts: list[RenderableType] = [render_report(r, console.width, limit)]
+    parts: Iterable[RenderableType] = [render_report(r, console.width, limit)]
     if per_second and r.per_second is not None:
-        parts += [Text(""), _heading("Per second"), render_per_second(r, console.width)]
+        parts = chain(parts, [Text(""), _heading("Per second")], render_per_second(r, console.width))
     if timeline is not None:
         heading = "Latency over time of the slowest files (p99, requests)"
         body: RenderableType = (
@@ -394,13 +396,14 @@ def print_report(
             if timeline.pairs
             else Text("no file has enough requests with latency")
         )
-        parts += [Text(""), _heading(heading), body]
-    if tty:
-        console.print(Group(*parts))
-        return
-    with console.capture() as capture:
-        console.print(Group(*parts))
-    out.write("".join(line.rstrip() + "\n" for line in capture.get().splitlines()))
+        parts = chain(parts, [Text(""), _heading(heading), body])
+    for part in parts:  # one at a time: the per-second tables are made as they are printed
+        if tty:
+            console.print(part)
+            continue
+        with console.capture() as capture:
+            console.print(part)
+        out.write("".join(line.rstrip() + "\n" for line in capture.get().splitlines()))
 
 
 _SECOND_COLUMNS: list[tuple[str, int, int, Any]] = [
@@ -415,30 +418,47 @@ _SECOND_COLUMNS: list[tuple[str, int, int, Any]] = [
 ]
 
 
-def render_per_second(r: Report, width: int) -> Table:
-    """The per-second table: one line per group active in each second, busiest first."""
+PER_SECOND_TABLE_ROWS = 2000  # rows of one table of the per-second section (its columns are fixed)
+
+
+def render_per_second(r: Report, width: int, rows_per_table: int = PER_SECOND_TABLE_ROWS) -> Iterator[Table]:
+    """The per-second table: one line per group active in each second, busiest first.
+    As tables of `rows_per_table` rows, the header on the first only: every column's
+    width is fixed, so they print as one table, and the rows of an hour (a million)
+    are never all made at once."""
     file_group = r.group == "file"
-    labels = [printable(row.label) for _, rows in r.per_second or [] for row in rows]
-    label_width = 0 if file_group else _label_width(labels)
+    labels = r.per_second.labels() if r.per_second is not None and not file_group else []
+    label_width = 0 if file_group else _label_width([printable(x) for x in labels])
     fixed = 7 + (KIND_WIDTH + 1 if file_group else label_width + 1)
     columns = _fit(_columns(_SECOND_COLUMNS, has_page_cache(r)), width, fixed, reserve=MIN_NAME if file_group else 0)
-    table = _new_table()
-    table.add_column("t (s)", justify="right", no_wrap=True, width=6)
-    table.add_column("kind" if file_group else r.group, no_wrap=True, width=KIND_WIDTH if file_group else label_width)
-    for name, col_width, _, _ in columns:
-        table.add_column(name, justify="right", no_wrap=True, width=col_width)
     name_width = max(10, width - fixed - sum(c[1] + 1 for c in columns) - 1)
-    if file_group:
-        table.add_column("path", no_wrap=True, width=name_width)
+
+    def new_table(header: bool) -> Table:
+        table = _new_table()
+        table.show_header = header
+        table.add_column("t (s)", justify="right", no_wrap=True, width=6)
+        table.add_column(
+            "kind" if file_group else r.group, no_wrap=True, width=KIND_WIDTH if file_group else label_width
+        )
+        for name, col_width, _, _ in columns:
+            table.add_column(name, justify="right", no_wrap=True, width=col_width)
+        if file_group:
+            table.add_column("path", no_wrap=True, width=name_width)
+        return table
+
+    table = new_table(True)
     for t, rows in r.per_second or []:
         for row in rows:
+            if table.row_count == rows_per_table:
+                yield table
+                table = new_table(False)
             numbers = [Text(cell(row.stats)) for _, _, _, cell in columns]
             if file_group:
                 cells = [Text(row.kind[:KIND_WIDTH]), *numbers, Text(_label(row, r.group, r.meta.datadir, name_width))]
             else:
                 cells = [Text(_label(row, r.group, None, label_width)), *numbers]
             table.add_row(Text(str(t)), *cells)
-    return table
+    yield table
 
 
 def render_timeline(timeline: LatencyTimeline, report: Report, width: int) -> Table:

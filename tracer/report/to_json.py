@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TextIO
 
 from ..bursts.train import trains_json
 from ..latency import SUB
@@ -20,7 +22,9 @@ GROUP_LIST_KEYS = {
 }
 
 
-def report_json(r: Report) -> dict[str, Any]:
+def report_json(r: Report, per_second: bool = True) -> dict[str, Any]:
+    """The report as one JSON object; `per_second=False` leaves out --per-second's
+    rows (`write_report_json` streams them)."""
     out: dict[str, Any] = {
         "trace": r.trace,
         "meta": asdict(r.meta),
@@ -56,11 +60,44 @@ def report_json(r: Report) -> dict[str, Any]:
     ]
     if r.bursts is not None:
         out["bursts"] = trains_json(r.bursts)
-    if r.per_second is not None:
-        out["per_second"] = [
-            {"t": t, list_key: [_second_row_json(row, r.group) for row in rows]} for t, rows in r.per_second
-        ]
+    if r.per_second is not None and per_second:
+        out["per_second"] = list(_per_second_json(r))
     return out
+
+
+def _per_second_json(r: Report) -> Iterator[dict[str, Any]]:
+    list_key = GROUP_LIST_KEYS[r.group]
+    for t, rows in r.per_second or []:
+        yield {"t": t, list_key: [_second_row_json(row, r.group) for row in rows]}
+
+
+def write_report_json(r: Report, out: TextIO, after: dict[str, Any] | None = None) -> None:
+    """`report --json`: what `json.dumps(report_json(r) | after, indent=1)` and a
+    newline would write, with --per-second's rows made and written one second at a
+    time (an hour of a busy trace is a million rows: 3 GiB held whole)."""
+    obj = report_json(r, per_second=False)
+    items: list[tuple[str, Any]] = list(obj.items())
+    if r.per_second is not None:
+        items.append(("per_second", _per_second_json(r)))
+    items += list((after or {}).items())
+    out.write("{")
+    for i, (key, value) in enumerate(items):
+        out.write(("," if i else "") + "\n " + json.dumps(key) + ": ")
+        if isinstance(value, Iterator):
+            _write_array(value, out)
+        else:
+            out.write(json.dumps(value, indent=1).replace("\n", "\n "))
+    out.write("\n}\n")
+
+
+def _write_array(items: Iterator[Any], out: TextIO) -> None:
+    """A JSON array one item at a time, as json.dumps(indent=1) would lay it out one
+    level down (the value of a key of the top object)."""
+    empty = True
+    for item in items:
+        out.write(("[" if empty else ",") + "\n  " + json.dumps(item, indent=1).replace("\n", "\n  "))
+        empty = False
+    out.write("[]" if empty else "\n ]")
 
 
 def _second_row_json(row: GroupRow, group: str) -> dict[str, Any]:

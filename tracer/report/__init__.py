@@ -14,8 +14,8 @@ counted with `trace_counts`, as `plot` and the burst detector read it. The modul
 - `build`: `build_report()`, one pass over the trace, produces a `Report`;
 - `groups`: each event's group (file, kind, table, thread) and per-group totals;
 - `devices`: the block devices' samples `record` stored per batch, summed per device;
-- `model`: the `Report` and its rows, plain data;
-- `per_second`: `--per-second`'s rows, made one second at a time;
+- `model`: the `Report` and its rows, plain data (`PerSecond`: `--per-second`'s rows,
+  made one second at a time);
 - `to_json`: `report_json()`, the report as JSON, and `write_report_json()` (`--json`),
   which streams the per-second rows;
 - `text`: rich renderables of the report and `print_report()`;

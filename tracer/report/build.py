@@ -20,8 +20,7 @@ from ..trace_counts import Grow, SecondRows, SecondSeries, count
 from ..trace_events import Decoder, Events
 from .devices import device_samples, device_totals
 from .groups import GroupAgg, GroupKeys
-from .model import BusySecond, Report, Stats
-from .per_second import PerSecond
+from .model import BusySecond, PerSecond, Report, Stats
 
 _WRITE = OP_NAMES.index("write")
 

@@ -15,7 +15,7 @@ from ..model import COUNTER_FIELDS, PAGE_CACHE_OPS, SERVER_GROUPS
 from ..thread_attribution import Timeline
 from ..trace_counts import Grow, count, dense_unique, latency_class
 from ..trace_events import Decoder, Events
-from .model import GroupRow, Stats
+from .model import GroupRow, Stats, busiest_key
 
 _NREGIONS = len(Region)
 KERNEL_TID = 0  # session.KERNEL_TID: page-cache writeback of no thread of the server
@@ -89,11 +89,6 @@ def _latency(hist: np.ndarray, maximum: int) -> dict[str, int] | None:
     if not hist.any():
         return None
     return {"p50": percentile(hist, 50, maximum), "p99": percentile(hist, 99, maximum), "max": maximum}
-
-
-def busiest_key(r: GroupRow) -> tuple[int, int, int, str]:
-    s = r.stats
-    return (-s.write_bytes, -s.read_bytes, -s.sync_ops, r.label)
 
 
 class GroupKeys:

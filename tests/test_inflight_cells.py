@@ -18,58 +18,79 @@ from mysqlio.devtools.traced import COUNTERS, report_json, run_iogen_recorded, r
 pytestmark = pytest.mark.bpf
 
 WRITES = 20_000  # per thread, 4 KiB each
+# Finding B makes and ends up to a turn of the tids of threads (pid_max): about
+# 2 s on a quiet 2-core machine; iogen's 10 s was too short once (CI, stop 50).
+SEARCH_TIMEOUT_S = 120
 
 # The traced process, with iogen's protocol (ready line, "go", its counts as JSON):
 # thread A parks; threads are made and ended until one's tid is A's modulo the
 # number of cells, which parks as B; then both pwrite() at once, each its own file.
+# With pid_max 32768 (2 cores) one tid alone can be B, and a live task may hold
+# it: after a full turn of the tids without B, A is released and another parks.
 PAIR = """
 import json, os, sys, threading
 
 directory = sys.argv[sys.argv.index("--dir") + 1]
 slots = int(sys.argv[sys.argv.index("--slots") + 1])
 writes = int(sys.argv[sys.argv.index("--writes") + 1])
-go = threading.Event()
-checked = threading.Event()
-tids = {}
+with open("/proc/sys/kernel/pid_max") as f:
+    turn = int(f.read()) + 1000
 
 def writer(name):
-    go.wait()
     fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     block = b"x" * 4096
     for i in range(writes):
         os.pwrite(fd, block, (i % 64) * 4096)
     os.close(fd)
 
-def first():
-    tids["a"] = threading.get_native_id()
-    checked.set()
-    writer("a")
+class Parked:
+    \"\"\"A thread that parks if its tid shares `match`'s first cell (any tid
+    without `match`), then writes `name` once started, or ends if name is None.\"\"\"
 
-def candidate():
-    mine = threading.get_native_id() % slots == tids["a"] % slots
-    if mine:
-        tids["b"] = threading.get_native_id()
-    checked.set()
-    if mine:
-        writer("b")
+    def __init__(self, match=None):
+        self.match, self.tid, self.name = match, None, None
+        self.known, self.started = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+        self.known.wait()
 
-threads = [threading.Thread(target=first)]
-threads[0].start()
-checked.wait()
-for _ in range(200_000):
-    checked.clear()
-    t = threading.Thread(target=candidate)
-    t.start()
-    checked.wait()
-    if "b" in tids:
-        threads.append(t)
+    def run(self):
+        tid = threading.get_native_id()
+        if self.match is None or tid % slots == self.match % slots:
+            self.tid = tid
+        self.known.set()
+        if self.tid is None:
+            return
+        self.started.wait()
+        if self.name:
+            writer(self.name)
+
+a = b = None
+for _ in range(8):
+    a = Parked()
+    for _ in range(turn):
+        candidate = Parked(match=a.tid)
+        if candidate.tid is not None:
+            b = candidate
+            break
+        candidate.thread.join()
+    if b:
         break
-    t.join()
+    a.started.set()
+    a.thread.join()
 print(json.dumps({"ready": True}), flush=True)
 sys.stdin.readline()
-go.set()
+tids = {"a": a.tid}
+threads = [a]
+if b:
+    tids["b"] = b.tid
+    threads.append(b)
+for name, t in zip(tids, threads):
+    t.name = name
 for t in threads:
-    t.join()
+    t.started.set()
+for t in threads:
+    t.thread.join()
 files = [
     {"path": os.path.join(directory, n), "write_bytes": writes * 4096, "write_ops": writes, "read_bytes": 0,
      "read_ops": 0, "sync_ops": 0, "fsync_ops": 0, "fdatasync_ops": 0, "sync_file_range_ops": 0, "errors": 0}
@@ -109,13 +130,13 @@ def test_threads_sharing_a_cell_lose_nothing(
     if missing:
         work = tmp_path / "top"
         work.mkdir()
-        run = run_iogen_traced(script, str(work), args)
+        run = run_iogen_traced(script, str(work), args, ready_timeout_s=SEARCH_TIMEOUT_S)
         assert run.traced.lost_events == 0
         _check_pair(run.expected, run.traced.under(str(work)))
     work = tmp_path / "record"
     work.mkdir()
     trace = str(tmp_path / "pair.trace")
-    expected = run_iogen_recorded(script, str(work), args, trace)
+    expected = run_iogen_recorded(script, str(work), args, trace, ready_timeout_s=SEARCH_TIMEOUT_S)
     report = report_json(trace)
     assert report["lost_events"] == 0
     _check_pair(expected, {f["path"]: f for f in report["files"] if f["path"].startswith(f"{work}/")})

@@ -124,7 +124,11 @@ def read_json_line(stream: TextIO, timeout_s: float, what: str) -> dict[str, Any
 
 
 def start_iogen(
-    iogen: str, directory: str, args: Sequence[str], preexec_fn: Callable[[], None] | None = None
+    iogen: str,
+    directory: str,
+    args: Sequence[str],
+    preexec_fn: Callable[[], None] | None = None,
+    ready_timeout_s: float = 10,
 ) -> subprocess.Popen[str]:
     """iogen --wait: prints its ready line, then waits for a line on stdin to start."""
     gen = subprocess.Popen(
@@ -135,7 +139,7 @@ def start_iogen(
         preexec_fn=preexec_fn,
     )
     assert gen.stdout is not None
-    assert read_json_line(gen.stdout, 10, "iogen").get("ready") is True
+    assert read_json_line(gen.stdout, ready_timeout_s, "iogen").get("ready") is True
     return gen
 
 
@@ -269,9 +273,11 @@ class IogenRun:
     intervals: list[dict[str, Any]]
 
 
-def run_iogen_traced(iogen: str, directory: str, args: Sequence[str], interval_s: float = 0.3) -> IogenRun:
+def run_iogen_traced(
+    iogen: str, directory: str, args: Sequence[str], interval_s: float = 0.3, ready_timeout_s: float = 10
+) -> IogenRun:
     """iogen waits until top has attached, runs, and stays alive for the last drain."""
-    gen = start_iogen(iogen, directory, args)
+    gen = start_iogen(iogen, directory, args, ready_timeout_s=ready_timeout_s)
     top = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
@@ -296,10 +302,15 @@ def run_iogen_traced(iogen: str, directory: str, args: Sequence[str], interval_s
 
 
 def run_iogen_recorded(
-    iogen: str, directory: str, args: Sequence[str], trace: str, extra: Sequence[str] = ()
+    iogen: str,
+    directory: str,
+    args: Sequence[str],
+    trace: str,
+    extra: Sequence[str] = (),
+    ready_timeout_s: float = 10,
 ) -> dict[str, Any]:
     """iogen under `mysqlio record`: iogen's expectations; the trace is left at `trace`."""
-    gen = start_iogen(iogen, directory, args)
+    gen = start_iogen(iogen, directory, args, ready_timeout_s=ready_timeout_s)
     rec = None
     try:
         assert gen.stdin is not None and gen.stdout is not None

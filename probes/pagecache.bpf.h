@@ -115,6 +115,18 @@ struct page___old { /* before 6.16 */
 	unsigned long index;
 } __attribute__((preserve_access_index));
 
+/* The word at byte off of kernel memory p, as a number (cast programs: the
+ * kfunc bpf_rdonly_cast, 6.2). p is read as a struct pt_regs, whose fields are
+ * all unsigned longs, so the load gives a number where p's own type has a
+ * pointer or a union with one there (a page's compound head and mapping bits);
+ * the verifier guards it as a probe read, without the helper call (~50 ns a
+ * call on 6.18 where returns are thunked, AMD's SRSO; issue 19). off + 8 must
+ * lie within struct pt_regs (168 bytes on x86-64). */
+static __always_inline unsigned long kernel_word(const void *p, __u32 off)
+{
+	return *(unsigned long *)((char *)bpf_rdonly_cast(p, bpf_core_type_id_kernel(struct pt_regs)) + off);
+}
+
 static __always_inline __s64 page_offset_in_file(struct page *page)
 {
 	if (bpf_core_field_exists(((struct page___old *)page)->index))
@@ -149,12 +161,20 @@ static __always_inline __u32 task_flags(void)
 
 /* The number of the syscall the current task is in (targ_args_at_exit):
  * one probe read at regs_offset past its stack page once an exit program
- * learnt it, else through bpf_task_pt_regs (60 ns a call on 6.18, issue 19) */
-static __always_inline long current_syscall_nr(void)
+ * learnt it, else through bpf_task_pt_regs (60 ns a call on 6.18, issue 19);
+ * a plain load in the cast programs */
+static __always_inline long current_syscall_nr(const bool cast)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 off = regs_offset, regs;
 	long nr = -1;
+
+	if (cast) {
+		/* a BTF pointer either way (entry_regs), as the exit programs read it */
+		struct pt_regs *entry = entry_regs(task, true);
+
+		return entry ? SYSCALL_NR(entry) : -1;
+	}
 
 	/* both ways end in the one probe read: a plain load of the registers'
 	 * field on one way only was merged by the compiler with the read of
@@ -261,25 +281,31 @@ static __noinline int account_page_cache_cas(const struct file_op_key *key, __u6
 
 /* Bytes of a page-cache folio: its order is in the head page's flags since
  * 6.6, in a field of the first tail page before. */
-static __always_inline __u64 folio_bytes(struct folio *folio)
+static __always_inline __u64 folio_bytes(struct folio *folio, const bool cast)
 {
 	unsigned long flags = 0;
 
 	/* the flags word opens struct page and struct folio on every kernel */
-	bpf_probe_read_kernel(&flags, sizeof(flags), folio);
+	if (cast)
+		flags = kernel_word(folio, 0);
+	else
+		bpf_probe_read_kernel(&flags, sizeof(flags), folio);
 	if (!(flags & (1UL << bpf_core_enum_value(enum pageflags, PG_head))))
 		return PAGE_BYTES;
 	if (bpf_core_field_exists(((struct folio___old *)folio)->_folio_order))
 		return (__u64)PAGE_BYTES << BPF_CORE_READ((struct folio___old *)folio, _folio_order);
 	if (bpf_core_field_exists(folio->_flags_1))
-		return (__u64)PAGE_BYTES << (BPF_CORE_READ(folio, _flags_1) & 0xff);
+		return (__u64)PAGE_BYTES << ((cast ? kernel_word(folio, bpf_core_field_offset(struct folio, _flags_1))
+						    : BPF_CORE_READ(folio, _flags_1)) &
+					     0xff);
 	return PAGE_BYTES;
 }
 
-/* A folio of mapping went dirty in the traced process (its callers test
- * is_target first: they run for every process's dirtying). mapping is the
- * tracepoint's BTF pointer: plain loads, no helper call per level. */
-static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __s64 offset, const bool cas)
+/* A folio of mapping went dirty in thread tid of the traced process (its
+ * callers test target_id first: they run for every process's dirtying).
+ * mapping is the tracepoint's BTF pointer: plain loads, no helper call per level. */
+static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, __s64 offset, __u32 tid,
+				    const bool cas)
 {
 	struct file_op_key key = {};
 	struct inode *host;
@@ -292,7 +318,7 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 		return 0;
 	key.ino = host->i_ino;
 	key.dev = host->i_sb->s_dev;
-	key.tid = current_tid();
+	key.tid = tid;
 	key.op = MIO_DIRTY;
 	key.api = MIO_API_KERNEL;
 	/* its writeback, by anyone, is the server's: claimed once an interval per
@@ -312,34 +338,53 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapping)
 {
-	if (!is_target())
+	__u64 id = target_id();
+
+	if (!id)
 		return 0;
-	return on_dirty(mapping, folio_bytes(folio), (__s64)folio->index * PAGE_BYTES, true);
+	return on_dirty(mapping, folio_bytes(folio, false), (__s64)folio->index * PAGE_BYTES, (__u32)id, true);
 }
 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(handle_dirty_folio_nocas, struct folio *folio, struct address_space *mapping)
 {
-	if (!is_target())
+	__u64 id = target_id();
+
+	if (!id)
 		return 0;
-	return on_dirty(mapping, folio_bytes(folio), (__s64)folio->index * PAGE_BYTES, false);
+	return on_dirty(mapping, folio_bytes(folio, false), (__s64)folio->index * PAGE_BYTES, (__u32)id, false);
+}
+
+/* the folio's flags read with plain loads (bpf_rdonly_cast, 6.2) */
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(handle_dirty_folio_cast, struct folio *folio, struct address_space *mapping)
+{
+	__u64 id = target_id();
+
+	if (!id)
+		return 0;
+	return on_dirty(mapping, folio_bytes(folio, true), (__s64)folio->index * PAGE_BYTES, (__u32)id, true);
 }
 
 /* before 5.18: the same event on a page (a page-cache page is order 0 there) */
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(handle_dirty_page, struct page *page, struct address_space *mapping)
 {
-	if (!is_target())
+	__u64 id = target_id();
+
+	if (!id)
 		return 0;
-	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), true);
+	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), (__u32)id, true);
 }
 
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(handle_dirty_page_nocas, struct page *page, struct address_space *mapping)
 {
-	if (!is_target())
+	__u64 id = target_id();
+
+	if (!id)
 		return 0;
-	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), false);
+	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), (__u32)id, false);
 }
 
 /* ---- why the kernel writes back ---- */
@@ -390,15 +435,16 @@ static __always_inline __u8 by_of_op(__u8 op)
 }
 
 /* Who caused a write of a server file's pages queued by the current task. */
-static __always_inline void writeback_cause(struct file_op_key *key)
+static __always_inline void writeback_cause(struct file_op_key *key, const bool cast)
 {
+	__u64 id = bpf_get_current_pid_tgid();
 	struct inflight *call;
-	__u32 tid = current_tid();
+	__u32 tid = (__u32)id;
 	long nr;
 	int op;
 	__u8 *by;
 
-	if (is_target()) {
+	if (is_target_tgid(id >> 32)) {
 		key->tid = tid;
 		key->api = MIO_API_SYSCALL;
 		key->by = MIO_BY_SERVER_OTHER;
@@ -410,7 +456,7 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 			if (task_flags() & PF_IO_WORKER) {
 				key->api = MIO_API_IO_URING;
 			} else {
-				nr = current_syscall_nr();
+				nr = current_syscall_nr(cast);
 				if (nr == NR_io_submit)
 					key->api = MIO_API_LIBAIO;
 				else if ((op = syscall_op(nr)) >= 0)
@@ -418,7 +464,7 @@ static __always_inline void writeback_cause(struct file_op_key *key)
 			}
 			return;
 		}
-		call = inflight_get(current_tid());
+		call = inflight_get(tid);
 		if (call && call->active) {
 			if (call->kind == CALL_FD || call->kind == CALL_MSYNC)
 				key->by = by_of_op(call->op);
@@ -543,7 +589,7 @@ static __noinline void tail_page_file(__u64 page_addr, unsigned long head, struc
  * flag bits, which must be numbers (a BTF pointer allows no bit operation;
  * both share unions with pointers, so a plain load of them is a pointer). A
  * large folio's tail page goes by probe reads. */
-static __always_inline void bio_page_file(struct bio *bio, struct page_file *f)
+static __always_inline void bio_page_file(struct bio *bio, struct page_file *f, const bool cast)
 {
 	unsigned long head, mapping_bits;
 	char raw[PAGE_HEAD_BYTES];
@@ -555,18 +601,29 @@ static __always_inline void bio_page_file(struct bio *bio, struct page_file *f)
 	if (!bio->bi_vcnt)
 		return;
 	page = bio->bi_io_vec->bv_page;
-	if (!page || bpf_probe_read_kernel(raw, sizeof(raw), page))
+	if (!page)
 		return;
-	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
-		head = HEAD_FIELD(raw, page, struct page___ci, compound_info);
-	else
-		head = HEAD_FIELD(raw, page, struct page, compound_head);
+	if (cast) {
+		/* the page's words as numbers with plain loads (no probe read) */
+		if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
+			head = kernel_word(page, bpf_core_field_offset(struct page___ci, compound_info));
+		else
+			head = kernel_word(page, bpf_core_field_offset(struct page, compound_head));
+	} else {
+		if (bpf_probe_read_kernel(raw, sizeof(raw), page))
+			return;
+		if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
+			head = HEAD_FIELD(raw, page, struct page___ci, compound_info);
+		else
+			head = HEAD_FIELD(raw, page, struct page, compound_head);
+	}
 	if (head & 1) { /* bit 0: a tail page: its address as a number, read again */
 		if (!bpf_probe_read_kernel(&page_addr, sizeof(page_addr), &bio->bi_io_vec->bv_page))
 			tail_page_file(page_addr, head, f);
 		return;
 	}
-	mapping_bits = (unsigned long)HEAD_FIELD(raw, page, struct page, mapping);
+	mapping_bits = cast ? kernel_word(page, bpf_core_field_offset(struct page, mapping))
+			    : (unsigned long)HEAD_FIELD(raw, page, struct page, mapping);
 	if (!mapping_bits || (mapping_bits & PAGE_MAPPING_FLAGS))
 		return;
 	mapping = page->mapping;
@@ -587,7 +644,7 @@ static __always_inline void bio_page_file(struct bio *bio, struct page_file *f)
 /* `bio` is the tracepoint's BTF pointer: its fields, its device's and its
  * disk's are plain loads (each BPF_CORE_READ level is a helper call, ~25 ns;
  * the bio hook runs for every bio of every device: issue 19). */
-static __always_inline int on_bio(struct bio *bio, const bool cas)
+static __always_inline int on_bio(struct bio *bio, const bool cas, const bool cast)
 {
 	struct file_op_key key = {};
 	struct page_file pf = {};
@@ -612,7 +669,7 @@ static __always_inline int on_bio(struct bio *bio, const bool cas)
 	}
 	dir = op == REQ_OP_WRITE ? MIO_DIR_WRITE : MIO_DIR_READ;
 
-	bio_page_file(bio, &pf);
+	bio_page_file(bio, &pf, cast);
 	if (pf.mode == S_IFREG) {
 		id.ino = pf.ino;
 		id.dev = pf.dev;
@@ -638,7 +695,7 @@ static __always_inline int on_bio(struct bio *bio, const bool cas)
 		key.ino = id.ino;
 		key.dev = id.dev;
 		key.op = MIO_WRITEBACK;
-		writeback_cause(&key);
+		writeback_cause(&key, cast);
 		ACCOUNT_PAGE_CACHE(cas, &key, bytes, pf.offset);
 	}
 	return 0;
@@ -647,13 +704,20 @@ static __always_inline int on_bio(struct bio *bio, const bool cas)
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(handle_bio_queue, struct bio *bio)
 {
-	return on_bio(bio, true);
+	return on_bio(bio, true, false);
 }
 
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(handle_bio_queue_nocas, struct bio *bio)
 {
-	return on_bio(bio, false);
+	return on_bio(bio, false, false);
+}
+
+/* the bio's page read with plain loads (bpf_rdonly_cast, 6.2) */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(handle_bio_queue_cast, struct bio *bio)
+{
+	return on_bio(bio, true, true);
 }
 
 /* before 5.11 the tracepoint also passed the queue: one program, without
@@ -661,5 +725,5 @@ int BPF_PROG(handle_bio_queue_nocas, struct bio *bio)
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(handle_bio_queue_q, struct request_queue *q, struct bio *bio)
 {
-	return on_bio(bio, false);
+	return on_bio(bio, false, false);
 }

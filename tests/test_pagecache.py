@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from mysqlio import kernel_features
 from mysqlio.devtools.loop_disk import DeviceStat, LoopDisk, device_stat, dirty_expire, loop_ext4
 from mysqlio.devtools.traced import (
     FileTotals,
@@ -128,7 +129,15 @@ def disk(bpf_ready: None) -> Any:
         yield d
 
 
-def test_sync_scenarios_exact_and_device_agrees(iogen: Path, disk: LoopDisk) -> None:
+@pytest.mark.parametrize("missing", ["", "-rdonly_cast"], ids=["plain-loads", "probe-reads"])
+def test_sync_scenarios_exact_and_device_agrees(
+    iogen: Path, disk: LoopDisk, monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    """Both ways the page-cache programs read a page, a folio's flags and the syscall a
+    writeback is queued in: plain loads through bpf_rdonly_cast (the *_cast twins, Linux
+    6.2) and probe reads (the kernels before)."""
+    if missing:
+        monkeypatch.setenv(kernel_features.FEATURES_ENV, missing)
     run, device = _traced_window(iogen, disk, SYNC_SCENARIOS)
     assert_exact(run, disk.mount)
     got = _device_totals(run.intervals, disk.name)

@@ -43,10 +43,11 @@ CAS_PROGRAMS = (
     "handle_dirty_page",
     "handle_bio_queue",
 )
-# twins that read a request's file through the kfunc bpf_rdonly_cast (6.2), loaded where
-# the kernel takes it (the kfunc is weak: the object opens on kernels without it)
+# twins that read a request's file, a dirtied folio's flags and a bio's page through the
+# kfunc bpf_rdonly_cast (6.2), loaded where the kernel takes it (the kfunc is weak: the
+# object opens on kernels without it)
 CAST_SUFFIX = "_cast"
-CAST_PROGRAMS = ("handle_exit", "handle_sys_exit")
+CAST_PROGRAMS = ("handle_exit", "handle_sys_exit", "handle_dirty_folio", "handle_bio_queue")
 # msync's enter programs, by how this kernel finds the file at an address, and hook
 MSYNC_PROGRAMS = {
     ("find_vma", "tracepoints"): "handle_enter_msync",

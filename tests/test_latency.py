@@ -332,6 +332,60 @@ def test_record_counts_requests_aged_out_as_lost_events(
     assert lost_events(drops) >= drops["aged_out_events"]
 
 
+def test_record_trace_says_which_counter_lost_its_events(
+    disk: ThrottledDisk, iogen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """record end to end: the requests aged out are lost events of the trace, and the
+    trace keeps them by the counter that lost them (report's lost_by_reason), which
+    sums to its lost total."""
+    import os
+    import threading
+    import time
+
+    from mysqlio import bpf_probe as probe_mod
+    from mysqlio import record as record_mod
+
+    monkeypatch.setattr(probe_mod, "PENDING_MAX_AGE_S", 0.05)
+    monkeypatch.setattr(probe_mod, "AGING_EVERY_S", 0.0)
+    monkeypatch.setattr(record_mod, "COUNTS_DRAIN_S", 0.0)  # aged at every flush
+    work = tempfile.mkdtemp(dir=disk.mount)
+    trace = str(tmp_path / "aged.trace")
+    gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "3"], disk.enter_cgroup)
+    ran: list[dict[str, Any]] = []
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        stdin, stdout = gen.stdin, gen.stdout
+
+        def drive() -> None:
+            """go once the probes are attached; stop record (as Ctrl-C would) once iogen
+            is done and a flush has aged out what never completed."""
+            time.sleep(1.5)
+            stdin.write("go\n")
+            stdin.flush()
+            try:
+                ran.append(read_json_line(stdout, 60, "iogen latency run"))
+            finally:
+                time.sleep(1.5)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=drive, daemon=True).start()
+        options = record_mod.RecordOptions(pid=gen.pid, output=trace, duration_s=90, quiet=True, ring_bytes=1 << 20)
+        assert record_mod.run_record(options) == 0
+    finally:
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(timeout=30)
+    assert ran, "iogen did not finish its run"
+    report = report_json(trace)
+    by_reason = report["lost_by_reason"]
+    print(f"lost {report['lost_events']}: {by_reason}")
+    # of the 6 writes in flight (3 through each of libaio and io_uring) those still in flight
+    # at a flush are aged out; one that completes later counts `unmatched` too
+    assert by_reason.get("aged_out_events", 0) >= 1
+    assert set(by_reason) <= {"aged_out_events", "unmatched"}
+    assert sum(by_reason.values()) == report["lost_events"]
+
+
 @pytest.mark.parametrize("hook", ["tracepoints", "raw"])
 def test_untimed_probe_counts_every_request_and_times_after_start_timing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: str

@@ -13,8 +13,9 @@ from matrix_guest import BANNERS, REPO, Scenarios, Tracer, error_line, exit_text
 
 
 def _tracer(got_ops: int, lost: int, skipped: dict[str, int], mode: str = "record") -> Tracer:
-    """A tracer whose programs' counters show SKIPPED runs; top and the exporter say
-    themselves how many of their lost events were skipped runs (the same number here)."""
+    """A tracer whose programs' counters show SKIPPED runs; each tracer says itself how
+    many of its lost events were skipped runs (the same number here): top in its drops,
+    the exporter in drops_total, record in its trace (report's lost_by_reason)."""
     t = Tracer(mode, subprocess.Popen(["true"]))
     t.proc.wait()
     t.status = "ran"
@@ -29,6 +30,8 @@ def _tracer(got_ops: int, lost: int, skipped: dict[str, int], mode: str = "recor
     elif mode == "exporter":
         t.lost["drops"] = lost
         t.extra["drops_by_reason"] = {"skipped_runs": events} if events else {}
+    else:
+        t.extra["lost_by_reason"] = {"skipped_runs": events} if events else {}
     return t
 
 
@@ -57,20 +60,21 @@ def test_short_by_more_than_skipped_differs() -> None:
 
 def test_losses_other_than_the_skipped_runs_make_every_cell_differ() -> None:
     t = _tracer(9, 2, {"handle_exit": 1})
+    t.extra["lost_by_reason"] = {"skipped_runs": 1, "ringbuf_full": 1}
     judge(t, SCENARIOS)
-    assert t.cells["pwrite"].startswith("differs: lost_events 2")
-    assert t.cells["write"].startswith("differs: lost_events 2")
+    assert t.cells["pwrite"].startswith("differs: lost_events 2 (ringbuf_full 1, skipped_runs 1)")
+    assert t.cells["write"].startswith("differs: lost_events 2 (ringbuf_full 1, skipped_runs 1)")
 
 
 def test_a_truncated_trace_is_never_explained_by_skipped_runs() -> None:
     t = _tracer(9, 1, {"handle_exit": 1})
     t.lost["truncated"] = 1
     judge(t, SCENARIOS)
-    assert t.cells["pwrite"].startswith("differs: lost_events 1; truncated 1")
+    assert t.cells["pwrite"].startswith("differs: lost_events 1 (skipped_runs 1); truncated 1")
 
 
-@pytest.mark.parametrize("mode", ["top", "exporter"])
-def test_top_and_the_exporter_count_their_skips_themselves(mode: str) -> None:
+@pytest.mark.parametrize("mode", ["top", "exporter", "record"])
+def test_each_tracer_counts_its_skips_itself(mode: str) -> None:
     """Their own count is used, not the programs' counters read earlier: skips after that
     reading (no file short) were once judged as unexplained losses (a CI run on sid 7.2)."""
     t = _tracer(10, 3, {"handle_exit": 3}, mode)
@@ -82,10 +86,10 @@ def test_top_and_the_exporter_count_their_skips_themselves(mode: str) -> None:
     assert t.cells["write"].startswith("skipped: write_a.dat: write_ops 9 (iogen 10)")
 
 
-@pytest.mark.parametrize("mode", ["top", "exporter"])
+@pytest.mark.parametrize("mode", ["top", "exporter", "record"])
 def test_skips_the_tracer_did_not_count_explain_nothing(mode: str) -> None:
     t = _tracer(9, 1, {"handle_exit": 1}, mode)
-    t.extra["drops" if mode == "top" else "drops_by_reason"] = {"inflight_full": 1}
+    t.extra[{"top": "drops", "exporter": "drops_by_reason", "record": "lost_by_reason"}[mode]] = {"inflight_full": 1}
     judge(t, SCENARIOS)
     assert t.cells["write"].startswith("differs: lost_events 1")
 

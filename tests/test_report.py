@@ -238,7 +238,7 @@ def synthetic(tmp_path: Path, seed: int = 5, nbatches: int = 12, n: int = 2500) 
         e["tid"][(e["op"] == _WRITEBACK) & (rng.random(n) < 0.3)] = 0  # the kernel's flusher
         w.write(e, files, threads, b * 3)
         all_events.append(e)
-    w.close(99, end_wall=1e9 + 6)
+    w.close(99, end_wall=1e9 + 6, lost_by={"ringbuf_full": 90, "skipped_runs": 9})
     return path, np.concatenate(all_events), {"files": files, "threads": threads}
 
 
@@ -307,6 +307,9 @@ def test_round_trip_totals_are_exact(tmp_path: Path) -> None:
     assert totals["errors"] == int((~ok).sum())
     assert obj["events"] == obj["events_in_trace"] == len(e)
     assert obj["lost_events"] == 99 and obj["complete"] and obj["duration_s"] == 6.0
+    assert obj["lost_by_reason"] == {"ringbuf_full": 90, "skipped_runs": 9}
+    text = run_cli("report", str(path), cwd=tmp_path)
+    assert "99 events were lost while recording (ringbuf_full 90, skipped_runs 9): totals are too low" in text.stdout
     assert totals["write_latency_ns"]["max"] == int(e["latency_ns"][ok & (e["op"] == 0)].max())
 
     expected = brute_force(e, ctx["files"], _path_of(ctx["files"]))

@@ -149,7 +149,7 @@ def test_metadata_and_lost_and_end(tmp_path: Path) -> None:
     w.write(events(0, 2), file_map(), THREADS, 5)
     assert w.events_written == 10
     assert w.bytes_written == path.stat().st_size  # flushed per batch
-    w.close(9, end_wall=1_700_000_060.5)
+    w.close(9, end_wall=1_700_000_060.5, lost_by={"skipped_runs": 2, "ringbuf_full": 7})
     schema_md = ipc.open_stream(pa.OSFile(str(path))).schema.metadata
     assert schema_md[b"mysqlio"] == b"trace"
     assert schema_md[b"mysqlio.format_version"] == b"1"
@@ -159,7 +159,20 @@ def test_metadata_and_lost_and_end(tmp_path: Path) -> None:
     assert reader.lost_total == 0 and not reader.complete
     assert sum(b.num_rows for b in reader.batches()) == 10
     assert reader.lost_total == 9 and reader.complete and not reader.truncated
+    assert reader.lost_by == {"ringbuf_full": 7, "skipped_runs": 2}
     assert reader.end_wall == 1_700_000_060.5
+
+
+@pytest.mark.parametrize("raw", [b"[1]", b"{", b'{"ringbuf_full": -1}', b'{"ringbuf_full": "3"}', b'{"a": true}'])
+def test_damaged_lost_by_ends_the_trace_as_truncated(tmp_path: Path, raw: bytes) -> None:
+    """What was lost is unknown from a damaged count on: as a damaged lost_total."""
+    path = tmp_path / "t.trace"
+    with TraceWriter(str(path), meta()) as w:
+        w.write(events(4, 1), file_map(), THREADS, 1, lost_by={"ringbuf_full": 1})
+        w._append(w._batch(events(3, 2), file_map(), THREADS), {"lost_total": "2", "lost_by": raw})  # type: ignore[arg-type]
+    reader = TraceReader(str(path))
+    assert sum(b.num_rows for b in reader.batches()) == 4
+    assert reader.truncated and reader.lost_by == {"ringbuf_full": 1}
 
 
 def test_mode_0600_even_when_file_existed(tmp_path: Path) -> None:

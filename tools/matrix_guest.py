@@ -480,8 +480,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             except AssertionError as e:
                 t.extra["assert_exact"] = f"failed: {e}"
         elif t.mode == "record":
-            # record's trace keeps its lost total only: the skipped runs are its programs' own
-            # count, read as late as possible (skips after this read would make the cells differ)
+            # by program name, as late as possible; the count judged is the trace's own
             t.extra["skipped_by_program"] = skipped_by_program(t.proc.pid)
             rc = t.stop(signal.SIGINT)
             if rc != 0:
@@ -509,6 +508,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             }
             t.want = _iogen_rows(expected)
             t.lost = {"lost_events": report["lost_events"], "truncated": int(bool(report.get("truncated")))}
+            t.extra["lost_by_reason"] = report.get("lost_by_reason", {})  # which counters lost them
             t.extra["paths_elsewhere"] = _elsewhere({f["path"]: f for f in report["files"]}, workdir)
         else:
             m = scrape_after(t.port, done)
@@ -552,7 +552,8 @@ def judge(t: Tracer, scenarios: Scenarios) -> None:
             diffs = [f"{c} {got.get(c, 0)} (iogen {want[c]})" for c in want if got.get(c, 0) != want[c]]
             if diffs:
                 bucket.append(f"{name}: {', '.join(diffs)}")
-    losses = [f"{k} {v:g}" for k, v in t.lost.items() if v]
+    reasons = ", ".join(f"{k} {v:g}" for k, v in sorted(_loss_reasons(t).items()))
+    losses = [f"{k} {v:g}" + (f" ({reasons})" if reasons and k != "truncated" else "") for k, v in t.lost.items() if v]
     skipped = _skipped_event_runs(t)
     counted = {k: v for k, v in t.lost.items() if v}
     # record's "truncated" is a flag, not a count: any other loss than the skipped runs differs
@@ -572,17 +573,19 @@ def judge(t: Tracer, scenarios: Scenarios) -> None:
 SKIPPABLE_OPS = ("write_ops", "read_ops", "fsync_ops", "fdatasync_ops", "sync_file_range_ops", "msync_ops", "errors")
 
 
+def _loss_reasons(t: Tracer) -> dict[str, int]:
+    """The tracer's own counters of what it lost, by reason: top's drops, the exporter's
+    drops_total, record's trace (lost_by_reason)."""
+    key = {"top": "drops", "exporter": "drops_by_reason", "record": "lost_by_reason"}[t.mode]
+    return {k: int(v) for k, v in t.extra.get(key, {}).items() if v}
+
+
 def _skipped_event_runs(t: Tracer) -> int:
     """Runs of the tracer's event programs the kernel skipped, as the tracer itself counted
-    them among its lost events: top's and the exporter's drops by reason (the same reading
-    as their lost total; a snapshot of the programs' counters taken earlier missed the skips
-    that came after it, a CI run on sid 7.2). record keeps no reasons: its programs' counters
-    read just before it stopped."""
-    if t.mode == "top":
-        return int(t.extra.get("drops", {}).get("skipped_runs", 0))
-    if t.mode == "exporter":
-        return int(t.extra.get("drops_by_reason", {}).get("skipped_runs", 0))
-    return sum(t.extra.get("skipped_by_program", {}).values())
+    them among its lost events, in the same reading as its lost total (a snapshot of the
+    programs' counters taken earlier missed the skips that came after it, a CI run on sid
+    7.2)."""
+    return _loss_reasons(t).get("skipped_runs", 0)
 
 
 def _judge_skipped(t: Tracer, issues: dict[str, list[str]], skipped: int) -> None:

@@ -135,9 +135,14 @@ LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
 DEVICE_ONLY_DROPS = frozenset({"dev_full"})
 
 
+def lost_by_reason(drops: dict[str, int]) -> dict[str, int]:
+    """The counters of a drops dict that lose a request's bytes or event, those not zero."""
+    return {k: v for k, v in drops.items() if v and k not in LATENCY_ONLY_DROPS | DEVICE_ONLY_DROPS}
+
+
 def lost_events(drops: dict[str, int]) -> int:
     """Requests (or page-cache bytes) whose bytes or event were lost, from a drops dict."""
-    return sum(v for k, v in drops.items() if k not in LATENCY_ONLY_DROPS | DEVICE_ONLY_DROPS)
+    return sum(lost_by_reason(drops).values())
 
 
 class EventReader(Protocol):

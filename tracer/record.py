@@ -16,7 +16,8 @@ import platform
 import re
 import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from .devices import DeviceDeltas
 from .errors import TargetGone
 from .follow import trace_following
 from .layout import read_layout
-from .probe import EventReader, FileIdentity, lost_events
+from .probe import EventReader, FileIdentity, lost_by_reason
 from .sampling import StopFlag
 from .session import KERNEL_THREAD, KERNEL_TID, Session, open_session, system_regions
 from .trace import BatchKeys, FileInfo, TraceMeta, TraceWriter
@@ -158,9 +159,20 @@ class _Recording:
     started: float  # monotonic; -d counts from here, across restarts
     status: Any = None  # a server_status.PeriodicSampler (--mysql)
     threads: Any = None  # a server_status.PeriodicSampler of thread_sampler.ThreadSampler (--mysql)
-    lost_total: int = 0  # events the kernel side could not deliver, all reasons
-    lost_base: int = 0  # of those, lost by the probes of processes traced before
+    # events the kernel side could not deliver, by the counter that lost them
+    lost_by: dict[str, int] = field(default_factory=dict)
+    lost_base: dict[str, int] = field(default_factory=dict)  # of those, by processes traced before
     counts_due: float = 0.0  # monotonic time of the next drain of the unread counts
+
+    @property
+    def lost_total(self) -> int:
+        return sum(self.lost_by.values())
+
+    def count_lost(self, drops: dict[str, int]) -> None:
+        """The probe's drops now, on top of those of the processes traced before; a
+        counter never goes back (stap's are read again when it stops)."""
+        now = Counter(self.lost_base) + Counter(lost_by_reason(drops))
+        self.lost_by = dict(Counter(self.lost_by) | now)  # the larger of each counter
 
 
 def run_record(options: RecordOptions) -> int:
@@ -207,8 +219,8 @@ def run_record(options: RecordOptions) -> int:
 
     def on_restart(old_pid: int, new_pid: int) -> None:
         back_at = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
-        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, recording.lost_total)
-        recording.lost_base = recording.lost_total  # the new probe counts its losses from 0
+        writer.note_gap(gone_at[0], back_at, old_pid, new_pid, recording.lost_total, recording.lost_by)
+        recording.lost_base = dict(recording.lost_by)  # the new probe counts its losses from 0
 
     try:
         return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
@@ -217,7 +229,7 @@ def run_record(options: RecordOptions) -> int:
             recording.status.close()
         if recording.threads is not None:
             recording.threads.close()
-        writer.close(lost_total=recording.lost_total, end_wall=time.time())
+        writer.close(lost_total=recording.lost_total, end_wall=time.time(), lost_by=recording.lost_by)
 
 
 def _record_process(recording: _Recording, pid: int) -> int:
@@ -236,8 +248,7 @@ def _record_process(recording: _Recording, pid: int) -> int:
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
-            lost = recording.lost_base + lost_events(session.probe.drops().as_dict())
-            recording.lost_total = max(recording.lost_total, lost)
+            recording.count_lost(session.probe.drops().as_dict())
 
 
 def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Names, devices: _Devices) -> int:
@@ -323,13 +334,21 @@ def _flush(
     session.new_interval()  # _Names keeps what the trace needs; the session's caches stay small
     keys = BatchKeys.of(events)  # once: the names learnt and the writer's columns share them
     names.learn(keys)
-    recording.lost_total = recording.lost_base + lost_events(session.probe.drops().as_dict())
+    recording.count_lost(session.probe.drops().as_dict())
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     device_sample = devices.sample()
     threads = [s.to_json() for s in recording.threads.collect()] if recording.threads is not None else []
     if len(events) or server or device_sample or threads:
         recording.writer.write(
-            events, names.files, names.threads, recording.lost_total, server, device_sample, threads, keys
+            events,
+            names.files,
+            names.threads,
+            recording.lost_total,
+            server,
+            device_sample,
+            threads,
+            keys,
+            lost_by=recording.lost_by,
         )
 
 

@@ -14,7 +14,8 @@ batch of a trace (the report relies on that, and checks it).
 
 The schema metadata holds a `mysqlio` magic key, the format version and the
 `TraceMeta` as JSON. Each batch's custom metadata carries `lost_total`, and may
-carry the server's counters sampled meanwhile (`server_status`, record --mysql), the
+carry `lost_by` (the same total by the probe's counter that lost them, as JSON; traces
+before it have none), the server's counters sampled meanwhile (`server_status`, record --mysql), the
 server's view of its threads (`server_threads`: server_threads.ThreadSample.to_json()
 samples, record --mysql; optional, so format 1 still holds; older traces have none)
 and the block devices' activity since the previous batch (`devices`: one
@@ -42,7 +43,7 @@ from .errors import UserError
 from .events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
 from .ibdata_regions import RegionMap
 from .probe import dev_from_kernel, dev_label
-from .trace_batch_meta import device_sample, float_or_none, gap_note, status_samples
+from .trace_batch_meta import device_sample, float_or_none, gap_note, lost_by_counter, status_samples
 
 FORMAT_VERSION = 1
 MAGIC_KEY = b"mysqlio"
@@ -268,6 +269,7 @@ class TraceWriter:
         devices: dict[str, Any] | None = None,
         server_threads: list[dict[str, Any]] | None = None,
         keys: BatchKeys | None = None,
+        lost_by: Mapping[str, int] | None = None,
     ) -> None:
         """Append one batch: `files` is keyed by (kernel dev, ino) as in the events,
         `threads` maps tid -> name, `server_status` the server's counters sampled
@@ -280,7 +282,7 @@ class TraceWriter:
         if events.dtype != EVENT_DTYPE:
             raise TypeError(f"events must have dtype EVENT_DTYPE, not {events.dtype}")
         batch = self._batch(events, files, threads, keys)
-        custom = {"lost_total": str(int(lost_total))}
+        custom = _lost(lost_total, lost_by)
         if server_status:
             custom["server_status"] = json.dumps(server_status)
         if devices:
@@ -290,20 +292,28 @@ class TraceWriter:
         self._append(batch, custom)
         self.events_written += len(events)
 
-    def note_gap(self, from_t: float, to_t: float, old_pid: int, new_pid: int, lost_total: int) -> None:
+    def note_gap(
+        self,
+        from_t: float,
+        to_t: float,
+        old_pid: int,
+        new_pid: int,
+        lost_total: int,
+        lost_by: Mapping[str, int] | None = None,
+    ) -> None:
         """The traced server restarted (record --follow): nothing was traced from
         from_t to to_t (seconds since the start); an empty batch carries the note."""
         gap = {"from_t": round(from_t, 6), "to_t": round(to_t, 6), "old_pid": old_pid, "new_pid": new_pid}
         self._append(
-            self._batch(np.zeros(0, EVENT_DTYPE), {}, {}), {"gap": json.dumps(gap), "lost_total": str(lost_total)}
+            self._batch(np.zeros(0, EVENT_DTYPE), {}, {}), {"gap": json.dumps(gap), **_lost(lost_total, lost_by)}
         )
 
-    def close(self, lost_total: int, end_wall: float | None = None) -> None:
+    def close(self, lost_total: int, end_wall: float | None = None, lost_by: Mapping[str, int] | None = None) -> None:
         """Mark the trace complete (a final empty batch), end the stream and sync it to disk."""
         if self._closed:
             return
         empty = self._batch(np.zeros(0, EVENT_DTYPE), {}, {})
-        end = {"end": "1", "lost_total": str(int(lost_total))}
+        end = {"end": "1", **_lost(lost_total, lost_by)}
         if end_wall is not None:
             end["end_wall"] = repr(float(end_wall))
         self._append(empty, end)
@@ -404,6 +414,14 @@ class TraceWriter:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
 
+def _lost(lost_total: int, lost_by: Mapping[str, int] | None) -> dict[str, str]:
+    """A batch's custom metadata of what was lost so far: the total, and by counter."""
+    custom = {"lost_total": str(int(lost_total))}
+    if lost_by:
+        custom["lost_by"] = json.dumps({k: int(v) for k, v in sorted(lost_by.items())}, separators=(",", ":"))
+    return custom
+
+
 class TraceReader:
     """Reads a trace batch by batch; memory does not grow with the trace's length."""
 
@@ -412,6 +430,7 @@ class TraceReader:
         self.truncated = False
         self.complete = False
         self.lost_total = 0
+        self.lost_by: dict[str, int] = {}  # lost_total by counter (traces before it: empty)
         self.end_wall: float | None = None
         self.batches_read = 0
         self.gaps: list[dict[str, Any]] = []  # server restarts (record --follow), as read so far
@@ -474,6 +493,13 @@ class TraceReader:
                             self.truncated = not self.complete
                             return
                         self.lost_total = int(lost)
+                    lost_by = custom.get(b"lost_by")
+                    if lost_by is not None:
+                        counts = lost_by_counter(lost_by)
+                        if counts is None:  # damaged, as a damaged lost_total
+                            self.truncated = not self.complete
+                            return
+                        self.lost_by = counts
                     status = custom.get(b"server_status")
                     if status is not None:
                         self.server_status.extend(status_samples(status))

@@ -1,5 +1,5 @@
 """The custom metadata of a trace batch (trace.py), parsed: server samples, device
-samples, gap notes, numbers. Damage is dropped or reported as damaged, never raised."""
+samples, gap notes, lost counts, numbers. Damage is dropped or reported as damaged, never raised."""
 
 from __future__ import annotations
 
@@ -37,6 +37,19 @@ def _count(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT:
         return value
     return None
+
+
+def lost_by_counter(raw: bytes) -> dict[str, int] | None:
+    """A batch's `lost_by` (lost events by the counter that lost them), or None when it
+    is damaged: not a JSON object of counts."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    counts = {k: _count(v) for k, v in value.items()}
+    return None if any(v is None for v in counts.values()) else {k: int(v or 0) for k, v in counts.items()}
 
 
 def _small_number(text: str, limit: int) -> bool:

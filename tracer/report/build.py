@@ -143,6 +143,7 @@ def build_report(
         events=events,
         duration_s=duration,
         lost_events=reader.lost_total,
+        lost_by_reason=dict(reader.lost_by),
         truncated=reader.truncated,
         complete=reader.complete,
         rows=keys.rows(agg),

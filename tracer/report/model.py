@@ -150,3 +150,5 @@ class Report:
     # block devices over the report's time range (record's per-batch samples, summed)
     devices: list[DeviceActivity] = field(default_factory=list)
     device_samples: int = 0  # samples of the trace in that range
+    # lost_events by the probe's counter that lost them (traces before it: empty)
+    lost_by_reason: dict[str, int] = field(default_factory=dict)

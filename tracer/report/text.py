@@ -162,6 +162,14 @@ def render_busiest(r: Report, width: int) -> Table:
     return table
 
 
+def lost_reasons(lost_by: dict[str, int]) -> str:
+    """ " (ringbuf_full 3, skipped_runs 2)": the counters that lost events, most first."""
+    if not lost_by:
+        return ""  # a trace before the counters were kept
+    parts = [f"{name} {human_count(n)}" for name, n in sorted(lost_by.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return f" ({', '.join(parts)})"
+
+
 def render_report_header(r: Report) -> Text:
     m = r.meta
     text = Text()
@@ -197,7 +205,9 @@ def render_report_header(r: Report) -> Text:
         )
     if r.lost_events:
         text.append(
-            f"\n{human_count(r.lost_events)} events were lost while recording: totals are too low", style="bold red"
+            f"\n{human_count(r.lost_events)} events were lost while recording{lost_reasons(r.lost_by_reason)}: "
+            "totals are too low",
+            style="bold red",
         )
     f = r.filters
     if f.active():

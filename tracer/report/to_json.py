@@ -32,6 +32,7 @@ def report_json(r: Report, per_second: bool = True) -> dict[str, Any]:
         "events": r.events,
         "events_in_trace": r.events_total,
         "lost_events": r.lost_events,
+        "lost_by_reason": r.lost_by_reason,
         "truncated": r.truncated,
         "complete": r.complete,
         "filters": r.filters.to_json(),

@@ -335,56 +335,57 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 	return 0;
 }
 
-SEC("tp_btf/writeback_dirty_folio")
-int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapping)
+/* The dirtying programs: the traced process's threads only (they run for
+ * every process's dirtying); cas and cast as the syscalls' programs. */
+static __always_inline int on_dirty_folio(struct folio *folio, struct address_space *mapping, const bool cas,
+					  const bool cast)
 {
 	__u64 id = target_id();
 
 	if (!id)
 		return 0;
-	return on_dirty(mapping, folio_bytes(folio, false), (__s64)folio->index * PAGE_BYTES, (__u32)id, true);
+	return on_dirty(mapping, folio_bytes(folio, cast), (__s64)folio->index * PAGE_BYTES, (__u32)id, cas);
+}
+
+/* before 5.18: the same event on a page (a page-cache page is order 0 there) */
+static __always_inline int on_dirty_page(struct page *page, struct address_space *mapping, const bool cas)
+{
+	__u64 id = target_id();
+
+	if (!id)
+		return 0;
+	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), (__u32)id, cas);
+}
+
+SEC("tp_btf/writeback_dirty_folio")
+int BPF_PROG(handle_dirty_folio, struct folio *folio, struct address_space *mapping)
+{
+	return on_dirty_folio(folio, mapping, true, false);
 }
 
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(handle_dirty_folio_nocas, struct folio *folio, struct address_space *mapping)
 {
-	__u64 id = target_id();
-
-	if (!id)
-		return 0;
-	return on_dirty(mapping, folio_bytes(folio, false), (__s64)folio->index * PAGE_BYTES, (__u32)id, false);
+	return on_dirty_folio(folio, mapping, false, false);
 }
 
 /* the folio's flags read with plain loads (bpf_rdonly_cast, 6.2) */
 SEC("tp_btf/writeback_dirty_folio")
 int BPF_PROG(handle_dirty_folio_cast, struct folio *folio, struct address_space *mapping)
 {
-	__u64 id = target_id();
-
-	if (!id)
-		return 0;
-	return on_dirty(mapping, folio_bytes(folio, true), (__s64)folio->index * PAGE_BYTES, (__u32)id, true);
+	return on_dirty_folio(folio, mapping, true, true);
 }
 
-/* before 5.18: the same event on a page (a page-cache page is order 0 there) */
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(handle_dirty_page, struct page *page, struct address_space *mapping)
 {
-	__u64 id = target_id();
-
-	if (!id)
-		return 0;
-	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), (__u32)id, true);
+	return on_dirty_page(page, mapping, true);
 }
 
 SEC("tp_btf/writeback_dirty_page")
 int BPF_PROG(handle_dirty_page_nocas, struct page *page, struct address_space *mapping)
 {
-	__u64 id = target_id();
-
-	if (!id)
-		return 0;
-	return on_dirty(mapping, PAGE_BYTES, page_offset_in_file(page), (__u32)id, false);
+	return on_dirty_page(page, mapping, false);
 }
 
 /* ---- why the kernel writes back ---- */
@@ -591,31 +592,34 @@ static __noinline void tail_page_file(__u64 page_addr, unsigned long head, struc
  * large folio's tail page goes by probe reads. */
 static __always_inline void bio_page_file(struct bio *bio, struct page_file *f, const bool cast)
 {
-	unsigned long head, mapping_bits;
+	unsigned long head = 0, mapping_bits;
 	char raw[PAGE_HEAD_BYTES];
 	__u64 page_addr = 0;
 	struct address_space *mapping;
 	struct inode *host;
 	struct page *page;
+	__u32 head_at;
 
 	if (!bio->bi_vcnt)
 		return;
 	page = bio->bi_io_vec->bv_page;
 	if (!page)
 		return;
+	/* the compound head's word: compound_info since 7.x renamed it */
+	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
+		head_at = bpf_core_field_offset(struct page___ci, compound_info);
+	else
+		head_at = bpf_core_field_offset(struct page, compound_head);
 	if (cast) {
 		/* the page's words as numbers with plain loads (no probe read) */
-		if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
-			head = kernel_word(page, bpf_core_field_offset(struct page___ci, compound_info));
-		else
-			head = kernel_word(page, bpf_core_field_offset(struct page, compound_head));
+		head = kernel_word(page, head_at);
 	} else {
 		if (bpf_probe_read_kernel(raw, sizeof(raw), page))
 			return;
-		if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
-			head = HEAD_FIELD(raw, page, struct page___ci, compound_info);
-		else
-			head = HEAD_FIELD(raw, page, struct page, compound_head);
+		if (head_at + sizeof(head) <= sizeof(raw))
+			head = *(unsigned long *)(raw + head_at);
+		else if (bpf_probe_read_kernel(&head, sizeof(head), (char *)page + head_at))
+			return;
 	}
 	if (head & 1) { /* bit 0: a tail page: its address as a number, read again */
 		if (!bpf_probe_read_kernel(&page_addr, sizeof(page_addr), &bio->bi_io_vec->bv_page))

@@ -28,8 +28,9 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    A file is a scenario's when iogen wrote a file of that name running the scenario alone
    (a traced file of no scenario's name goes to `nonfile`, whose files must be none).
    Lost events or drops make every cell of the mode differ, with one exception: runs of the
-   tracer's programs the kernel skipped (their recursion_misses, read from the tracer's own
-   program fds) that the tracer counted as lost and that are all its losses. Then a cell is
+   tracer's programs the kernel skipped (their recursion_misses) that the tracer counted as
+   lost (`skipped_runs` in top's drops, the exporter's drops_total, record's trace) and that
+   are all its losses; the losses' counters are named in the verdict. Then a cell is
    judged on its files: "exact", or "skipped: ..." when its files are short by no more
    requests than the runs skipped (tests/test_kernel_matrix.py accepts that only on a kernel
    whose tasks are preempted in the kernel, as Debian's PREEMPT_LAZY 7.x kernels, the only

@@ -303,3 +303,20 @@ def test_screen_by_user_and_query_snapshot(width: int, group: str) -> None:
         snap.write_text(text)
     assert text == snap.read_text()
     assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_lost_events_are_named_by_the_counter_that_lost_them() -> None:
+    """The screen's lost count is the session's, and on a wide screen it says which
+    counters lost the events (a latency-only drop is not a lost event)."""
+    from mysqlio.render import render_screen_header
+
+    state = ScreenState()
+    base = _base()
+    for drops in ({"ringbuf_full": 3, "lat_full": 9, "stats_full": 0}, {"ringbuf_full": 1, "skipped_runs": 2}):
+        lost = sum(v for k, v in drops.items() if k != "lat_full")
+        state.update(Interval(time=0.0, interval_s=1.0, pid=4242, lost_events=lost, drops=drops, files=base))
+    assert state.lost_events == 6 and state.lost_by == {"ringbuf_full": 4, "skipped_runs": 2}
+    header = Header(4242, "MariaDB 10.11.19", 2.0, 1.0, 0.0, 0.0, 0, state.lost_events, "file", "write",
+                    lost_by=dict(state.lost_by))  # fmt: skip
+    assert "  lost 6 (ringbuf_full 4, skipped_runs 2)  group" in render_screen_header(header, 160).plain
+    assert "  lost 6  group" in render_screen_header(header, 80).plain

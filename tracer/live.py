@@ -100,6 +100,7 @@ class LiveScreen:
             read_bps=sum(f.read_bytes for f in self._last.files) / secs,
             sync_ps=sum(f.sync_ops for f in self._last.files) / secs,
             lost_events=self.state.lost_events,
+            lost_by=dict(self.state.lost_by),
             group=self.state.group,
             sort=self.state.sort,
             datadir=self.datadir,

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from .units import human_bytes, human_duration_ns, human_rate, printable, shorten
+from .units import counts_by_name, human_bytes, human_duration_ns, human_rate, printable, shorten
 from .view import DeviceRate, ScreenRow, main_causes
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -42,6 +42,7 @@ class Header:
     wback_bps: float = 0.0
     wback_by: dict[str, int] = field(default_factory=dict)  # bytes written back, by cause
     devices: tuple[DeviceRate, ...] = ()
+    lost_by: dict[str, int] = field(default_factory=dict)  # lost_events by the counter that lost them
 
 
 def sparkline(values: list[float], width: int) -> str:
@@ -62,6 +63,8 @@ def render_screen_header(h: Header, width: int = 160) -> Text:
     text.append(f"write {human_bytes(h.write_bps)}/s  read {human_bytes(h.read_bps)}/s  sync {human_rate(h.sync_ps)}/s")
     text.append("  lost ")
     text.append(str(h.lost_events), style="bold red" if h.lost_events else "green")
+    if h.lost_events and h.lost_by and full:
+        text.append(f" ({counts_by_name(h.lost_by)})", style="red")
     shown = ("  page cache view" if full else "") if h.view == "page cache" else ("  latency" if h.latency else "")
     text.append(f"  group {h.group}  sort {h.sort}{shown}", style="dim")
     if h.page_cache:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
@@ -15,6 +16,13 @@ def human_bytes(n: float) -> str:
             return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def counts_by_name(counts: Mapping[str, int]) -> str:
+    """{"skipped_runs": 2, "ringbuf_full": 1200} -> "ringbuf_full 1,200, skipped_runs 2":
+    largest first (what lost events, by the counter that lost them)."""
+    ranked = sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{name} {n:,}" for name, n in ranked)
 
 
 def human_rate(n: float) -> str:

@@ -5,7 +5,7 @@ Pure data in, data out (no terminal): `render.py` draws what this produces.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -13,6 +13,7 @@ from .devices import DeviceActivity
 from .filters import Filters
 from .latency import Histogram
 from .model import SERVER_GROUPS, WRITEBACK_CAUSES, Counts, FileActivity, Interval
+from .probe import lost_by_reason
 from .thread_attribution import ThreadView
 
 HISTORY_LEN = 60  # sparkline: the last 60 intervals
@@ -212,6 +213,7 @@ class ScreenState:
         self._tracks: dict[str, _Track] = {}
         self.totals: dict[str, tuple[str, str, Counts]] = {}  # whole session, per file
         self.lost_events = 0
+        self.lost_by: Counter[str] = Counter()  # lost_events by the counter that lost them
         self.intervals = 0
         self.elapsed_s = 0.0
 
@@ -220,6 +222,7 @@ class ScreenState:
         self.intervals += 1
         self.elapsed_s += interval.interval_s
         self.lost_events += interval.lost_events
+        self.lost_by.update(lost_by_reason(interval.drops))
         secs = interval.interval_s or 1.0
         current: dict[str, tuple[str, str, Counts, dict[str, Histogram]]] = {}
         kinds: dict[str, dict[str, int]] = {}  # user, connection, query: bytes by file kind

@@ -17,7 +17,7 @@ from ..bursts.render import render_trains
 from ..devices import DeviceActivity
 from ..latency import ACCURACY_NOTE
 from ..model import WRITEBACK_CAUSES
-from ..units import human_bytes, human_duration_ns, printable, shorten, utc_time
+from ..units import counts_by_name, human_bytes, human_duration_ns, printable, shorten, utc_time
 from .model import GroupRow, Report, Stats
 from .timeline import LatencyTimeline
 
@@ -162,12 +162,9 @@ def render_busiest(r: Report, width: int) -> Table:
     return table
 
 
-def lost_reasons(lost_by: dict[str, int]) -> str:
-    """ " (ringbuf_full 3, skipped_runs 2)": the counters that lost events, most first."""
-    if not lost_by:
-        return ""  # a trace before the counters were kept
-    parts = [f"{name} {human_count(n)}" for name, n in sorted(lost_by.items(), key=lambda kv: (-kv[1], kv[0]))]
-    return f" ({', '.join(parts)})"
+def _by_counter(lost_by: dict[str, int]) -> str:
+    """ " (ringbuf_full 3, skipped_runs 2)"; "" for a trace before the counters were kept."""
+    return f" ({counts_by_name(lost_by)})" if lost_by else ""
 
 
 def render_report_header(r: Report) -> Text:
@@ -205,7 +202,7 @@ def render_report_header(r: Report) -> Text:
         )
     if r.lost_events:
         text.append(
-            f"\n{human_count(r.lost_events)} events were lost while recording{lost_reasons(r.lost_by_reason)}: "
+            f"\n{human_count(r.lost_events)} events were lost while recording{_by_counter(r.lost_by_reason)}: "
             "totals are too low",
             style="bold red",
         )

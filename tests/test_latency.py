@@ -338,16 +338,25 @@ def test_record_trace_says_which_counter_lost_its_events(
     """record end to end: the requests aged out are lost events of the trace, and the
     trace keeps them by the counter that lost them (report's lost_by_reason), which
     sums to its lost total."""
-    import os
     import threading
     import time
 
     from mysqlio import bpf_probe as probe_mod
     from mysqlio import record as record_mod
+    from mysqlio.sampling import StopFlag
+
+    stop = threading.Event()
+
+    class StopHere(StopFlag):
+        """record's stop, set by this test rather than by a signal to the test process."""
+
+        def install(self) -> None:
+            self.event = stop
 
     monkeypatch.setattr(probe_mod, "PENDING_MAX_AGE_S", 0.05)
     monkeypatch.setattr(probe_mod, "AGING_EVERY_S", 0.0)
     monkeypatch.setattr(record_mod, "COUNTS_DRAIN_S", 0.0)  # aged at every flush
+    monkeypatch.setattr(record_mod, "StopFlag", StopHere)
     work = tempfile.mkdtemp(dir=disk.mount)
     trace = str(tmp_path / "aged.trace")
     gen = start_iogen(str(iogen), work, ["--scenario", "latency", "--count", "3"], disk.enter_cgroup)
@@ -366,12 +375,13 @@ def test_record_trace_says_which_counter_lost_its_events(
                 ran.append(read_json_line(stdout, 60, "iogen latency run"))
             finally:
                 time.sleep(1.5)
-                os.kill(os.getpid(), signal.SIGTERM)
+                stop.set()
 
         threading.Thread(target=drive, daemon=True).start()
         options = record_mod.RecordOptions(pid=gen.pid, output=trace, duration_s=90, quiet=True, ring_bytes=1 << 20)
         assert record_mod.run_record(options) == 0
     finally:
+        stop.set()
         if gen.stdin:
             gen.stdin.close()
         gen.wait(timeout=30)

@@ -163,7 +163,8 @@ def render_busiest(r: Report, width: int) -> Table:
 
 
 def _by_counter(lost_by: dict[str, int]) -> str:
-    """ " (ringbuf_full 3, skipped_runs 2)"; "" for a trace before the counters were kept."""
+    """The lost events' counters as ' (ringbuf_full 3, skipped_runs 2)'; '' for a trace
+    recorded before they were kept."""
     return f" ({counts_by_name(lost_by)})" if lost_by else ""
 
 

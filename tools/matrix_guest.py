@@ -554,7 +554,9 @@ def judge(t: Tracer, scenarios: Scenarios) -> None:
             if diffs:
                 bucket.append(f"{name}: {', '.join(diffs)}")
     reasons = ", ".join(f"{k} {v:g}" for k, v in sorted(_loss_reasons(t).items()))
-    losses = [f"{k} {v:g}" + (f" ({reasons})" if reasons and k == "lost_events" else "") for k, v in t.lost.items() if v]
+    losses = [
+        f"{k} {v:g}" + (f" ({reasons})" if reasons and k == "lost_events" else "") for k, v in t.lost.items() if v
+    ]
     skipped = _skipped_event_runs(t)
     counted = {k: v for k, v in t.lost.items() if v}
     # record's "truncated" is a flag, not a count: any other loss than the skipped runs differs

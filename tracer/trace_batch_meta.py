@@ -48,8 +48,13 @@ def lost_by_counter(raw: bytes) -> dict[str, int] | None:
         return None
     if not isinstance(value, dict):
         return None
-    counts = {k: _count(v) for k, v in value.items()}
-    return None if any(v is None for v in counts.values()) else {k: int(v or 0) for k, v in counts.items()}
+    counts: dict[str, int] = {}
+    for counter, raw_count in value.items():
+        count = _count(raw_count)
+        if count is None:
+            return None
+        counts[counter] = count
+    return counts
 
 
 def _small_number(text: str, limit: int) -> bool:

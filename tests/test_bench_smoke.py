@@ -54,6 +54,15 @@ SERVER_ROWS = (
     "| top's tax on the server's syscalls |",
     "one sysbench run, Com_commit",  # TPS in windows of one load
 )
+# tools/bench_pagecache.py: a server on a loop ext4, the page-cache hooks on and off
+PAGE_CACHE_ROWS = (
+    "page cache on a loop ext4: in-kernel cost of top-nopc | ns per traced request",
+    "page cache on a loop ext4: in-kernel cost of top | ns per traced request",
+    "page cache on a loop ext4: sysbench oltp_write_only under none | TPS",
+    "page cache on a loop ext4: sysbench oltp_write_only under record | TPS",
+    "page cache on a loop ext4: top with the page-cache hooks / without | TPS ratio",
+    "page cache on a loop ext4: record with the page-cache hooks / without | TPS ratio",
+)
 
 
 def test_bench_smoke(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
@@ -75,6 +84,7 @@ def test_bench_smoke(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
         "startup",
         "report",
         *SERVER_ROWS,
+        *PAGE_CACHE_ROWS,
         "pwrite64 flat out (1 thread, tmpfs) under record-raw",
         "getppid (no tracer hooks it) while a tracer traces another process, under top-raw",
     ):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -48,12 +49,17 @@ def lost_by_counter(raw: bytes) -> dict[str, int] | None:
         return None
     if not isinstance(value, dict):
         return None
+    return _counts(value.items())
+
+
+def _counts(named: Iterable[tuple[str, Any]]) -> dict[str, int] | None:
+    """Named counters checked by `_count`; None when any of them is damaged."""
     counts: dict[str, int] = {}
-    for counter, raw_count in value.items():
-        count = _count(raw_count)
+    for name, raw in named:
+        count = _count(raw)
         if count is None:
             return None
-        counts[counter] = count
+        counts[name] = count
     return counts
 
 
@@ -78,17 +84,16 @@ def _device(obj: Any) -> dict[str, Any] | None:
     if not (sep and _small_number(major, 1 << 12) and _small_number(minor, 1 << 20)):
         return None
     out: dict[str, Any] = {"dev": f"{int(major)}:{int(minor)}", "name": name}
-    for key in _DEVICE_COUNTERS:
-        value = _count(obj.get(key))
-        if value is None:
-            return None
-        out[key] = value
+    counters = _counts((key, obj.get(key)) for key in _DEVICE_COUNTERS)
+    if counters is None:
+        return None
+    out.update(counters)
     for key in ("write_by", "read_by"):
         split = obj.get(key)
         if not isinstance(split, dict):
             return None
-        checked = {owner: _count(split.get(owner, 0)) for owner in _DEVICE_OWNERS}
-        if any(v is None for v in checked.values()):
+        checked = _counts((owner, split.get(owner, 0)) for owner in _DEVICE_OWNERS)
+        if checked is None:
             return None
         out[key] = checked
     return out

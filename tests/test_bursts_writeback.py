@@ -2,13 +2,17 @@
 train even when the writes were spread out", in miniature.
 
 iogen's `pc_periodic` scenario on a new ext4 on a loop device: 64 KiB of buffered writes
-(16 one-page pwrites) every 0.1 s, appended to pc_periodic.dat, and an fsync every
-PERIOD s, for SECONDS s. Its ground truth: the writes are smooth (2 or 3 in each of
-`top`'s 0.25 s intervals), and each fsync writes back the 20 writes of its period, 1.25 MiB
+(16 one-page pwrites) in each of 20 slots a period, 0.1 s apart, appended to
+pc_periodic.dat, and an fsync after each period's slots, for SECONDS s of slots. iogen's
+clock of the slots stops while an fsync blocks, so a cycle is PERIOD plus that fsync's time
+(a few ms here; 0.1-0.4 s on a slow disk), and iogen prints when each fsync and each slot
+began. Its ground truth: the writes are smooth (no two slots closer than SLOT_GAP_MIN_S,
+however long the fsyncs take), the fsyncs come every `Run.period` (their median spacing),
+and each fsync writes back the 20 slots of its period, 1.25 MiB
 (iogen checks with cachestat(2) that the pages were still dirty before each fsync and
 clean after it, and fails otherwise). Traced at once by `mysqlio top --json` (its live
 trains: the `bursts` key of each interval) and `mysqlio record` (`report --json`'s
-`bursts`), both must show a writeback train of period PERIOD, by fsync, of the bytes
+`bursts`), both must show a writeback train of period `Run.period`, by fsync, of the bytes
 written per period, and no write train.
 
 The kernel's writeback settings are global: another test shortening
@@ -25,12 +29,14 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from throttled_disk import throttled_disk
 
 from mysqlio.devtools.loop_disk import loop_ext4
 from mysqlio.devtools.traced import (
@@ -47,7 +53,13 @@ PERIOD = 2.0
 SECONDS = 12.0
 FSYNCS = int(SECONDS / PERIOD)
 TOP_INTERVAL_S = 0.25
-PER_PERIOD = 20 * 64 * 1024  # bytes written between two fsyncs, each written back by the second
+SLOTS = 20  # a period's slots of 16 one-page writes
+PER_PERIOD = SLOTS * 64 * 1024  # bytes written between two fsyncs, each written back by the second
+# Half a slot. On a clock that ran on while an fsync blocked, the slots that fell due meanwhile
+# came at once after it: a real cluster of writes every period, which report rightly showed as
+# a write train (fresh-machine CI, issue 62; reproduced on a loop disk throttled to 5 IOPS,
+# where fsyncs take 0.2-0.4 s).
+SLOT_GAP_MIN_S = 0.05
 ATTEMPTS = 5
 
 
@@ -59,11 +71,16 @@ class Run:
     trace: str
     path: str  # pc_periodic.dat
 
+    @property
+    def period(self) -> float:
+        """The median spacing of iogen's fsyncs: PERIOD plus an fsync's time."""
+        return float(np.median(np.diff(self.expected["fsyncs_s"])))
 
-def _run(iogen: Path, directory: str, trace: str) -> Run | None:
+
+def _run(iogen: Path, directory: str, trace: str, preexec_fn: Callable[[], None] | None = None) -> Run | None:
     """iogen under top and record at once; None when iogen failed (its reason on stderr)."""
     args = ["--scenario", "pc_periodic", "--period", str(PERIOD), "--seconds", str(SECONDS)]
-    gen = start_iogen(str(iogen), directory, args)
+    gen = start_iogen(str(iogen), directory, args, preexec_fn=preexec_fn)
     rec = top = None
     intervals: list[dict[str, Any]] = []
     try:
@@ -132,7 +149,12 @@ def test_iogen_ground_truth(run: Run) -> None:
     (f,) = run.expected["files"]
     assert f["path"] == run.path
     assert len(run.expected["fsyncs_s"]) == FSYNCS
-    assert np.allclose(np.diff(run.expected["fsyncs_s"]), PERIOD, atol=0.05)
+    fsync_s = np.subtract(run.expected["fsync_ends_s"], run.expected["fsyncs_s"])
+    # each cycle is PERIOD and the fsync before it, give or take a sleep's wake-up
+    assert np.allclose(np.diff(run.expected["fsyncs_s"]), PERIOD + fsync_s[:-1], atol=0.02)
+    slots = run.expected["write_slots_s"]
+    assert len(slots) == FSYNCS * SLOTS
+    assert np.diff(slots).min() >= SLOT_GAP_MIN_S, f"writes not smooth; fsyncs took {fsync_s.round(3)} s"
     assert f["write_bytes"] == f["dirtied_bytes"] == f["writeback_bytes"] == FSYNCS * PER_PERIOD
     assert f["writeback_by"] == {"fsync": FSYNCS * PER_PERIOD} and f["fsync_ops"] == FSYNCS
     totals = FileTotals()
@@ -146,7 +168,7 @@ def test_iogen_ground_truth(run: Run) -> None:
 
 @pytest.mark.bpf
 def test_top_shows_the_writeback_train(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    """The live tracker of top: a writeback train of PERIOD by fsync, of the bytes of a
+    """The live tracker of top: a writeback train of the fsyncs' period by fsync, of the bytes of a
     period, from the third fsync on; never a write train (the writes are smooth)."""
     shown = _file_trains(run.intervals, run.path)
     assert not [t for _, t in shown if t["metric"] == "write"], shown
@@ -161,22 +183,44 @@ def test_top_shows_the_writeback_train(run: Run, capsys: pytest.CaptureFixture[s
             "after the third fsync"
         )
     for _, t in wb:
-        assert abs(t["period_s"] / PERIOD - 1) <= 0.05, t
+        assert abs(t["period_s"] / run.period - 1) <= 0.05, t
         assert t["writeback_by"] == "fsync" and t["bytes_per_burst"] == PER_PERIOD, t
-    assert last["explanation"] == "pc_periodic.dat: 1.2MiB written back every 2.0 s by fsync"
+    assert last["explanation"] == f"pc_periodic.dat: 1.2MiB written back every {last['period_s']:.1f} s by fsync"
     assert established <= run.go + run.expected["fsyncs_s"][2] + 1.0
 
 
 @pytest.mark.bpf
 def test_report_shows_the_writeback_train(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    """The trace: a writeback train of every fsync (PERIOD apart, as iogen's fsyncs), by
+    """The trace: a writeback train of every fsync (as far apart as iogen's fsyncs), by
     fsync, of the bytes of a period; no write train."""
     trains = [t for t in report_json(run.trace)["bursts"] if t["file"] == run.path]
     with capsys.disabled():
         print("\nreport --json:", *[f"  {t['explanation']} (P {t['period_s']} s)" for t in trains], sep="\n")
     assert "write" not in [t["metric"] for t in trains]
     (t,) = [t for t in trains if t["metric"] == "writeback"]
-    assert abs(t["period_s"] / PERIOD - 1) <= 0.02 and t["bursts"] == FSYNCS and t["missed"] == 0
+    assert abs(t["period_s"] / run.period - 1) <= 0.02 and t["bursts"] == FSYNCS and t["missed"] == 0
     assert t["writeback_by"] == "fsync" and t["bytes_per_burst"] == PER_PERIOD and t["share_of_file_bytes"] == 1.0
     assert np.allclose(np.diff(t["onsets_s"]), np.diff(run.expected["fsyncs_s"]), atol=0.15)
-    assert t["explanation"] == "pc_periodic.dat: 1.2MiB written back every 2.0 s by fsync"
+    assert t["explanation"] == f"pc_periodic.dat: 1.2MiB written back every {t['period_s']:.1f} s by fsync"
+
+
+@pytest.mark.bpf
+def test_slow_fsyncs_leave_the_writes_smooth(
+    bpf_ready: None, iogen: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The failure of issue 62 on purpose: iogen's writes to a disk throttled to 5 IOPS,
+    where each fsync blocks for 2 to 4 slots. iogen still spreads its slots (its own times
+    say so), and neither top nor the trace shows a write train. (The writeback's cause is
+    not asserted here: blk-throttle submits the held bios from a worker thread.)"""
+    with throttled_disk(5) as disk:
+        result = _run(iogen, os.path.realpath(disk.mount), str(tmp_path / "slow.trace"), disk.enter_cgroup)
+    assert result is not None, "iogen pc_periodic failed (see its stderr)"
+    fsync_s = np.subtract(result.expected["fsync_ends_s"], result.expected["fsyncs_s"])
+    gaps = np.diff(result.expected["write_slots_s"])
+    with capsys.disabled():
+        print(f"\nfsyncs took {fsync_s.round(3)} s; slots at least {gaps.min():.3f} s apart")
+    assert np.median(fsync_s) >= 0.15, "the throttled disk did not hold the fsyncs"
+    assert len(gaps) == FSYNCS * SLOTS - 1 and gaps.min() >= SLOT_GAP_MIN_S
+    assert not [t for _, t in _file_trains(result.intervals, result.path) if t["metric"] == "write"]
+    trains = [t for t in report_json(result.trace)["bursts"] if t["file"] == result.path]
+    assert "write" not in [t["metric"] for t in trains], [t["explanation"] for t in trains]

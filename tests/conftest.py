@@ -3,13 +3,20 @@ run them they fail with the reason (CI sets MYSQLIO_REQUIRE_BPF=1 and runs as ro
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 IOGEN = REPO / "tools" / "iogen"
+# every server root of tools/server_roots.py: MariaDB 10.5 and 11.8, Oracle MySQL 9.7
+SERVER_ROOTS = ("bullseye", "trixie", "sid-mysql")
+ROOTS_TIMEOUT_S = 600
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +41,21 @@ def iogen() -> Path:
     if not os.access(IOGEN, os.X_OK):
         pytest.fail(f"{IOGEN} is not built (make setup)")
     return IOGEN
+
+
+@pytest.fixture(scope="session")
+def server_roots() -> dict[str, str]:
+    """Every server root, built in parallel when the cache is empty (about 2 minutes here,
+    each debootstrap mostly waiting on the network): name -> root directory."""
+    started = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "server_roots.py"), "--json", *SERVER_ROOTS],
+        capture_output=True,
+        text=True,
+        timeout=ROOTS_TIMEOUT_S,
+        check=False,
+    )
+    if res.returncode != 0:
+        pytest.fail(f"tools/server_roots.py failed:\n{res.stderr}")
+    print(f"\nserver roots ready in {time.monotonic() - started:.1f}s")
+    return dict(json.loads(res.stdout))

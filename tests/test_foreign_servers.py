@@ -57,12 +57,10 @@ from mysqlio.verify.compare import (
     redo_reference,
     verdict,
 )
-from mysqlio.verify.pfs import FileIo, rooted_paths, summary_from_rows
+from mysqlio.verify.pfs import FileIo, instances_from_rows, rooted_paths, snapshot_of
 from mysqlio.verify.window import Reading, TracedFile, Window
 
-REPO = Path(__file__).resolve().parent.parent
 SUITES = {"bullseye": "10.5.", "trixie": "11.8."}
-ROOTS_TIMEOUT_S = 600
 INTERVAL_S = 1.0
 LOAD_S = 3
 TABLES = 2
@@ -96,19 +94,9 @@ def expected_kind(relative: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def roots() -> dict[str, str]:
-    """Both roots, built in parallel when the cache is empty (about 2 minutes here)."""
-    started = time.monotonic()
-    res = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "server_roots.py"), "--json", *SUITES],
-        capture_output=True,
-        text=True,
-        timeout=ROOTS_TIMEOUT_S,
-        check=False,
-    )
-    assert res.returncode == 0, f"tools/server_roots.py failed:\n{res.stderr}"
-    print(f"\nroots ready in {time.monotonic() - started:.1f}s")
-    return json.loads(res.stdout)
+def roots(server_roots: dict[str, str]) -> dict[str, str]:
+    """Both MariaDB roots (conftest builds every server root at once)."""
+    return {suite: server_roots[suite] for suite in SUITES}
 
 
 @contextlib.contextmanager
@@ -483,13 +471,13 @@ def test_verify_names_through_the_root(tmp_path: Path) -> None:
     here = rooted_paths(str(root), str(root))
     data = f"{root}/var/lib/mysql"
     rows = [
-        ("/data/ibdata1", 10, 1, 0, 0),
-        ("./undo001", 20, 2, 0, 0),
-        ("sbtest/sbtest1.ibd", 30, 3, 5, 1),
-        ("/data/sbtest/sbtest1.ibd", 1, 1, 0, 0),  # another instrument of the same file
-        ("/usr/share/mariadb/charsets/Index.xml", 0, 0, 7, 1),
+        ("/data/ibdata1", 10, 1, 0, 0, 1, "wait/io/file/innodb/innodb_data_file"),
+        ("./undo001", 20, 2, 0, 0, 2, "wait/io/file/innodb/innodb_data_file"),
+        ("sbtest/sbtest1.ibd", 30, 3, 5, 1, 3, "wait/io/file/innodb/innodb_data_file"),
+        ("/data/sbtest/sbtest1.ibd", 1, 1, 0, 0, 4, "wait/io/file/sql/misc"),  # another instrument of the same file
+        ("/usr/share/mariadb/charsets/Index.xml", 0, 0, 7, 1, 5, "wait/io/file/mysys/charset"),
     ]
-    assert summary_from_rows(rows, "/data", here) == {
+    assert snapshot_of(instances_from_rows(rows, "/data", here)) == {
         f"{data}/ibdata1": FileIo(10, 1),
         f"{data}/undo001": FileIo(20, 2),
         f"{data}/sbtest/sbtest1.ibd": FileIo(31, 4, 5, 1),

@@ -19,10 +19,8 @@ cannot, the tests fail, as tests/test_foreign_servers.py does.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +32,7 @@ from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.rooted_mariadb import RootedMariaDB
 from mysqlio.devtools.sysbench import Sysbench
 
-REPO = Path(__file__).resolve().parent.parent
 SUITE, VERSION = "trixie", "11.8."
-ROOTS_TIMEOUT_S = 600
 DISK_MB = 512
 LOAD_S = 5
 TABLES = 2
@@ -44,17 +40,9 @@ TABLE_SIZE = 10000
 
 
 @pytest.fixture(scope="module")
-def root() -> str:
-    """The trixie root, as tests/test_foreign_servers.py gets it: built when the cache is empty."""
-    res = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "server_roots.py"), "--json", SUITE],
-        capture_output=True,
-        text=True,
-        timeout=ROOTS_TIMEOUT_S,
-        check=False,
-    )
-    assert res.returncode == 0, f"tools/server_roots.py failed:\n{res.stderr}"
-    return json.loads(res.stdout)[SUITE]
+def root(server_roots: dict[str, str]) -> str:
+    """The trixie root, as tests/test_foreign_servers.py gets it (conftest builds it)."""
+    return server_roots[SUITE]
 
 
 def _mounts(pid: int | str) -> dict[str, tuple[str, str, str, str]]:

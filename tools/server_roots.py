@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Debian roots holding another release's MariaDB, to trace a server in its own root.
+"""Debian roots holding another release's MariaDB, or Oracle MySQL, to trace a server in
+its own root.
 
-    python3 tools/server_roots.py bullseye trixie     # build what is missing, print the roots
+    python3 tools/server_roots.py bullseye trixie sid-mysql   # build what is missing, print the roots
 
-Each root is `debootstrap --variant=minbase --include=mariadb-server,procps SUITE
+Each root is `debootstrap --variant=minbase --include=SERVER,procps SUITE
 DIR MIRROR` from the Debian mirror this machine's apt sources use, cached as a
-directory under /var/cache/mysqlio/roots/SUITE (--cache-dir or
+directory under /var/cache/mysqlio/roots/NAME (--cache-dir or
 $MYSQLIO_ROOTS_DIR elsewhere). A root is complete when its stamp file is there:
 a second run only checks it (milliseconds); several suites are built in
 parallel; a lock per suite lets concurrent runs wait for one build. A build
@@ -18,7 +19,8 @@ nor localhost resolves), and loses the package archives, apt lists and the
 datadir its mariadb-server postinst created (the sandbox makes its own:
 mysqlio.sandbox.RootedMariaDB).
 
-    SUITES: bullseye (Debian 11, MariaDB 10.5), trixie (Debian 13, MariaDB 11.8)
+    ROOTS: bullseye (Debian 11, MariaDB 10.5), trixie (Debian 13, MariaDB 11.8),
+           sid-mysql (Debian sid, Oracle MySQL 9.7: mysql-server)
 
 The machinery (mirror, debootstrap, trim, stamp, lock, rename) takes any RootSpec:
 tools/build_roots.py makes SystemTap build hosts with it (a root's packages are part of
@@ -48,7 +50,13 @@ from pathlib import Path
 
 from kernels import source_entries  # tools/ is on sys.path wherever this runs
 
-SUITES = {"bullseye": "10.5", "trixie": "11.8"}
+SUITES = {"bullseye": "10.5", "trixie": "11.8"}  # MariaDB's roots: name = suite
+# every server root: name -> (suite, server package, its server binary, what it holds)
+ROOTS = {
+    "bullseye": ("bullseye", "mariadb-server", "usr/sbin/mariadbd", "MariaDB 10.5"),
+    "trixie": ("trixie", "mariadb-server", "usr/sbin/mariadbd", "MariaDB 11.8"),
+    "sid-mysql": ("sid", "mysql-server", "usr/sbin/mysqld", "Oracle MySQL 9.7"),
+}
 CACHE_DIR = "/var/cache/mysqlio/roots"
 PACKAGES = ("mariadb-server", "procps")
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
@@ -83,15 +91,16 @@ class RootSpec:
         return [self.suite, list(self.packages), [self.later[0], list(self.later[1])] if self.later else None]
 
 
-def server_spec(suite: str) -> RootSpec:
+def server_spec(name: str) -> RootSpec:
+    suite, package, binary, purpose = ROOTS[name]
     return RootSpec(
-        name=suite,
+        name=name,
         suite=suite,
-        packages=PACKAGES,
-        ready="usr/sbin/mariadbd",
-        purpose=f"MariaDB {SUITES.get(suite, '?')}",
+        packages=(package, "procps"),
+        ready=binary,
+        purpose=purpose,
         trim=(*TRIM_APT, "var/lib/mysql/*"),
-        versions_of=("mariadb-server",),
+        versions_of=(package,),
     )
 
 
@@ -350,11 +359,11 @@ def ensure_spec(spec: RootSpec, cache_dir: str | None = None, mirror: str | None
     return target
 
 
-def ensure_root(suite: str, cache_dir: str | None = None, mirror: str | None = None) -> str:
-    """The server root of `suite`, built first when missing or incomplete."""
-    if suite not in SUITES:
-        raise ValueError(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
-    return ensure_spec(server_spec(suite), cache_dir, mirror)
+def ensure_root(name: str, cache_dir: str | None = None, mirror: str | None = None) -> str:
+    """The server root `name` (ROOTS), built first when missing or incomplete."""
+    if name not in ROOTS:
+        raise ValueError(f"unknown root {name!r}; known: {', '.join(ROOTS)}")
+    return ensure_spec(server_spec(name), cache_dir, mirror)
 
 
 def ensure_roots(suites: Sequence[str], cache_dir: str | None = None, mirror: str | None = None) -> dict[str, str]:

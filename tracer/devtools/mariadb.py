@@ -121,11 +121,12 @@ class MariaDB:
     STOP_TIMEOUT_S = 60.0
     CLIENT_TIMEOUT_S = 120.0
     USER = "root"  # --user of mariadbd and mariadb-install-db
+    SERVER = "mariadbd"  # the server program, also the option file's section
     PARENT_DEATH_SIGNAL = signal.SIGTERM  # what the server gets when this process dies
 
     def __init__(self, options: MariaDBOptions | None = None, base_dir: str | None = None) -> None:
         self.options = options or MariaDBOptions()
-        _backend_options(self.options.innodb_backend)  # validate early
+        self._backend_settings()  # validate early
         self._requested_base = base_dir
         self._created_base = False
         self._proc: subprocess.Popen[bytes] | None = None
@@ -159,12 +160,11 @@ class MariaDB:
             raise RuntimeError("MariaDB sandbox already started")
         deadline = time.monotonic() + timeout_s
         try:
-            mariadbd = self._server_binary("mariadbd")
-            install_db = self._server_binary("mariadb-install-db")
+            server = self._server_binary(self.SERVER)
             find_binary("mariadb")
             self._make_layout()
-            self._install_db(install_db, deadline)
-            self._spawn(mariadbd)
+            self._install_db(server, deadline)
+            self._spawn(server)
             self._wait_ready(deadline)
         except BaseException:
             self.stop()
@@ -262,23 +262,26 @@ class MariaDB:
         if opts.log_bin:
             settings["log_bin"] = os.path.join(self.datadir, "mysql-bin")
             settings["sync_binlog"] = str(opts.sync_binlog)
-        settings.update(_backend_options(opts.innodb_backend))
+        settings.update(self._backend_settings())
         settings.update(opts.extra)
         return settings
 
+    def _backend_settings(self) -> dict[str, str]:
+        return _backend_options(self.options.innodb_backend)
+
     def config_text(self) -> str:
         """Render my.cnf."""
-        lines = ["[mariadbd]"]
+        lines = [f"[{self.SERVER}]"]
         for key, value in self.config_settings().items():
             lines.append(f"{key} = {value}" if value != "" else key)
         return "\n".join(lines) + "\n"
 
-    def _install_db(self, install_db: str, deadline: float) -> None:
+    def _install_db(self, server: str, deadline: float) -> None:
         """Run mariadb-install-db (fast: no test db, plain root auth)."""
         log = os.path.join(self.base_dir, "install-db.log")
         cmd = self._command(
             [
-                install_db,
+                self._server_binary("mariadb-install-db"),
                 f"--defaults-file={self.server_path(self.config_file)}",
                 f"--user={self.USER}",
                 "--auth-root-authentication-method=normal",

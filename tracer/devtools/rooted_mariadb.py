@@ -165,7 +165,7 @@ class RootedMariaDB(MariaDB):
             time.sleep(POLL_S)
 
     def _make_layout(self) -> None:
-        self._server_binary("mariadbd")
+        self._server_binary(self.SERVER)
         uid, gid = self._account()
         parent = os.path.join(self.root, self.BASE_PARENT)
         os.makedirs(parent, exist_ok=True)

@@ -49,11 +49,11 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 
         def read_server() -> Reading:
             try:
-                files = read_file_summary(conn, server_datadir, here)
+                files, instances = read_file_summary(conn, server_datadir, here)
                 redo = status_value(conn, REDO_STATUS) if has_redo_counter else None
             except pymysql.MySQLError as exc:
                 raise UserError(f"lost the connection to {connector.describe()}: {error_text(exc)}") from None
-            return Reading(files, redo)
+            return Reading(files, redo, instances)
 
         with open_session(backend, pid, layout=layout) as session:
             sampler = IntervalSampler(session)

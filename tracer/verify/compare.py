@@ -11,7 +11,7 @@ from typing import Any
 
 from ..mapped_files import FIX
 from ..units import printable
-from .pfs import REDO_STATUS, FileIo, summary_delta
+from .pfs import REDO_STATUS, FileIo, follow_renames, summary_delta
 from .window import Window
 
 MIN_BYTES = 1 << 20  # judge only files with more than this in the window
@@ -98,10 +98,13 @@ def compare(
     Files in `mapped` (written through a shared mapping, see mysqlio.mapped_files) are
     never judged: mysqlio cannot count their writes."""
     (s0a, s0b), (s1a, s1b) = window.start, window.end
-    inner = summary_delta(s0b.files, s1a.files)
-    outer = summary_delta(s0a.files, s1b.files)
-    with_row = s0a.files.keys() | s0b.files.keys() | s1a.files.keys() | s1b.files.keys()
-    gone = (s0a.files.keys() | s0b.files.keys()) - (s1a.files.keys() & s1b.files.keys())
+    # a file renamed in the window (MySQL's redo files) counted from under its end name
+    start_b = follow_renames(s0b.files, s0b.instances, s1a.instances)
+    start_a = follow_renames(s0a.files, s0a.instances, s1b.instances)
+    inner = summary_delta(start_b, s1a.files)
+    outer = summary_delta(start_a, s1b.files)
+    with_row = start_a.keys() | start_b.keys() | s1a.files.keys() | s1b.files.keys()
+    gone = (start_a.keys() | start_b.keys()) - (s1a.files.keys() & s1b.files.keys())
     paths = inner.keys() | outer.keys() | window.traced.keys()
 
     rows: list[Comparison] = []

@@ -9,17 +9,19 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..model import Interval
-from .pfs import FileIo, PfsSnapshot
+from .pfs import FileIo, Instances, PfsSnapshot
 
 DRAIN_EVERY_S = 1.0  # the kernel maps are drained at least this often during the window
 
 
 @dataclass
 class Reading:
-    """What the server said at one moment: per-file counts and the redo counter."""
+    """What the server said at one moment: per-file counts and the redo counter; per
+    instance, the file each named (pfs.follow_renames)."""
 
     files: PfsSnapshot
     redo_written: int | None
+    instances: Instances = field(default_factory=dict)
 
 
 @dataclass
@@ -28,6 +30,7 @@ class TracedFile:
     kind: str
     deleted: bool = False
     io: FileIo = field(default_factory=FileIo)
+    file: tuple[int, int] | None = None  # (st_dev, st_ino)
 
 
 @dataclass
@@ -48,14 +51,35 @@ class Drainer(Protocol):
     def sample(self) -> Interval: ...
 
 
-def _add_interval(traced: dict[str, TracedFile], interval: Interval) -> int:
+def _add_interval(traced: dict[tuple[int, int], TracedFile], interval: Interval) -> int:
+    """Per file (dev, inode): a file renamed during the window stays one file, named as
+    in the last interval that saw it."""
     for f in interval.files:
-        row = traced.get(f.path)
+        key = (f.file.dev, f.file.ino)
+        row = traced.get(key)
         if row is None:
-            row = traced[f.path] = TracedFile(f.path, f.kind)
-        row.deleted = f.deleted
+            row = traced[key] = TracedFile(f.path, f.kind, file=key)
+        row.path, row.kind, row.deleted = f.path, f.kind, f.deleted
         row.io = row.io + FileIo(f.write_bytes, f.write_ops, f.read_bytes, f.read_ops)
     return int(interval.lost_events)
+
+
+def by_path(traced: dict[tuple[int, int], TracedFile], end: Reading) -> dict[str, TracedFile]:
+    """The traced files by path, each under the name performance_schema gave it at the end
+    where that name held the same inode then (mysqlio's name of a file renamed since it
+    last resolved it may be the old one); files that share a path (deleted and made
+    again) are added up, as performance_schema keeps one row per name."""
+    names = {one.file: one.path for one in end.instances.values() if one.file is not None}
+    out: dict[str, TracedFile] = {}
+    for key, row in traced.items():
+        path = names.get(key, row.path)
+        have = out.get(path)
+        if have is None:
+            out[path] = TracedFile(path, row.kind, row.deleted, row.io, key)
+        else:
+            have.io = have.io + row.io
+            have.deleted = have.deleted and row.deleted
+    return out
 
 
 def measure_window(
@@ -70,7 +94,7 @@ def measure_window(
     drainer.sample()  # everything before the window
     s0b = read_server()
     started = time.monotonic()
-    traced: dict[str, TracedFile] = {}
+    traced: dict[tuple[int, int], TracedFile] = {}
     lost = intervals = 0
     deadline = started + duration_s
     while True:
@@ -84,4 +108,4 @@ def measure_window(
     s1a = read_server()
     lost += _add_interval(traced, drainer.sample())
     s1b = read_server()
-    return Window((s0a, s0b), (s1a, s1b), traced, time.monotonic() - started, lost, intervals + 1)
+    return Window((s0a, s0b), (s1a, s1b), by_path(traced, s1b), time.monotonic() - started, lost, intervals + 1)

@@ -1,10 +1,13 @@
-"""File kinds from real file names of MySQL 5.5 - 8.4 and MariaDB 10.x / 11.x."""
+"""File kinds from real file names of MySQL 5.5 - 9.7 and MariaDB 10.x / 11.x."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from mysqlio.classify import KINDS, Classifier, classify, decode_filename
+from mysqlio.kinds import KIND_DESCRIPTIONS
 from mysqlio.layout import ServerLayout
 
 CASES = [
@@ -25,7 +28,7 @@ CASES = [
     ("/var/lib/mysql/#innodb_temp/temp_3.ibt", "temp"),
     ("/var/lib/mysql/sbtest/sbtest1.ibd", "table"),
     ("/var/lib/mysql/shop/orders#p#p2024.ibd", "table"),
-    ("/var/lib/mysql/mysql.ibd", "table"),
+    ("/var/lib/mysql/shop/mysql.ibd", "table"),  # a table `mysql`; the dictionary: DATADIR_CASES
     ("/var/lib/mysql/shop/#sql-ib1234-5678.ibd", "alter"),
     ("/var/lib/mysql/shop/#sql-alter-1f2-3.ibd", "alter"),
     ("/var/lib/mysql/binlog.000001", "binlog"),
@@ -49,7 +52,9 @@ CASES = [
     ("/tmp/#9980600", "tmp"),
     ("/tmp/#sql-temptable-1-2-3.MAI", "aria"),
     ("/tmp/MLfd=41", "tmp"),
-    ("/var/lib/mysql/ib_buffer_pool", "other"),
+    ("/var/lib/mysql/ib_buffer_pool", "buffer_pool_dump"),
+    ("/var/lib/mysql/shop/t.frm", "table_definition"),
+    ("/var/lib/mysql/auto.cnf", "config"),
     ("/etc/passwd", "other"),
 ]
 
@@ -69,7 +74,11 @@ VERSION_CASES = [
     ("mysql-5.5", f"{D}/ibdata1", "system"),
     ("mysql-5.5", f"{D}/mysql/user.MYD", "myisam"),
     ("mysql-5.5", f"{D}/mysql/user.MYI", "myisam"),
-    ("mysql-5.5", f"{D}/mysql/user.frm", "other"),
+    ("mysql-5.5", f"{D}/mysql/user.frm", "table_definition"),
+    ("mysql-5.5", f"{D}/shop/db.opt", "table_definition"),
+    ("mysql-5.5", f"{D}/shop/orders.TRG", "table_definition"),
+    ("mysql-5.5", f"{D}/shop/orders_bi.TRN", "table_definition"),
+    ("mysql-5.5", f"{D}/host1.pid", "pid_file"),
     ("mysql-5.5", f"{D}/db1-bin.000042", "binlog"),
     ("mysql-5.5", "/var/log/mysql/db1-bin.000042", "binlog"),
     ("mysql-5.5", f"{D}/db1-bin.index", "binlog_index"),
@@ -84,11 +93,18 @@ VERSION_CASES = [
     ("mysql-5.5", "/tmp/MLUz8Y3k", "tmp"),
     # MySQL 5.6 / 5.7
     ("mysql-5.6", f"{D}/undo001", "undo"),
-    ("mysql-5.6", f"{D}/auto.cnf", "other"),
+    ("mysql-5.6", f"{D}/auto.cnf", "config"),
+    ("mysql-5.6", f"{D}/shop/orders.par", "table_definition"),
+    ("mysql-5.6", f"{D}/shop/remote.isl", "table_definition"),
     ("mysql-5.6", f"{D}/shop/orders#P#p0.ibd", "table"),
     ("mysql-5.6", f"{D}/worker-relay-log.info.1", "replication_info"),
     ("mysql-5.7", f"{D}/ibtmp1", "temp"),
-    ("mysql-5.7", f"{D}/ib_buffer_pool", "other"),
+    ("mysql-5.7", f"{D}/ib_buffer_pool", "buffer_pool_dump"),
+    ("mysql-5.7", f"{D}/ib_buffer_pool.incomplete", "buffer_pool_dump"),
+    ("mysql-5.7", f"{D}/shop/#sql-4d2_3.frm", "tmp"),  # an ALTER's intermediate table
+    ("mysql-5.7", "/tmp/#sql_4d2_0.frm", "tmp"),  # a temporary table
+    ("mysql-5.7", f"{D}/mysql/general_log.CSV", "general_log"),  # log_output=TABLE
+    ("mysql-5.7", f"{D}/mysql/slow_log.CSV", "slow_log"),
     ("mysql-5.7", f"{D}/shop/#sql-ib123-456789.ibd", "alter"),
     ("mysql-5.7", f"{D}/shop/#sql-4d2_3.ibd", "alter"),
     ("mysql-5.7", "/var/log/mysql/mysql-bin.000007", "binlog"),
@@ -99,7 +115,6 @@ VERSION_CASES = [
     ("mysql-8.0", f"{D}/undo_002", "undo"),
     ("mysql-8.0", f"{D}/undo_003.ibu", "undo"),
     ("mysql-8.0", f"{D}/my_undo.ibu", "undo"),
-    ("mysql-8.0", f"{D}/mysql.ibd", "table"),
     ("mysql-8.0", f"{D}/sys/sys_config.ibd", "table"),
     ("mysql-8.0", f"{D}/#ib_16384_0.dblwr", "doublewrite"),
     ("mysql-8.0", f"{D}/#ib_16384_1.dblwr", "doublewrite"),
@@ -110,12 +125,49 @@ VERSION_CASES = [
     ("mysql-8.0", f"{D}/host-relay-bin-chan.000001", "relay_log"),
     ("mysql-8.0", f"{D}/host-relay-bin-chan.index", "relay_index"),
     ("mysql-8.0", f"{D}/shop/orders#p#p0#sp#p0sp0.ibd", "table"),
-    ("mysql-8.0", f"{D}/mysqld-auto.cnf", "other"),
-    ("mysql-8.0", f"{D}/mysql/general_log.CSV", "other"),
+    ("mysql-8.0", f"{D}/mysqld-auto.cnf", "config"),
+    ("mysql-8.0", f"{D}/mysqld-auto.cnf.backup", "config"),
+    ("mysql-8.0", f"{D}/mysql/general_log.CSV", "general_log"),
+    ("mysql-8.0", f"{D}/shop/general_log.CSV", "other"),  # a CSV table of a schema
+    ("mysql-8.0", f"{D}/shop/t.cfg", "table_definition"),  # FLUSH TABLES t FOR EXPORT
+    ("mysql-8.0", f"{D}/innodb_status.4242", "server_log"),
     ("mysql-8.0.30", f"{D}/#innodb_redo/#ib_redo10", "redo"),
     ("mysql-8.0.30", f"{D}/#innodb_redo/#ib_redo11_tmp", "redo"),
     ("mysql-8.4", f"{D}/#innodb_redo/#ib_redo1234", "redo"),
     ("mysql-8.4", f"{D}/binlog.000123", "binlog"),
+    # MySQL 9.7 (Debian sid's mysql-server): a fresh datadir and performance_schema.file_instances
+    ("mysql-9.7", f"{D}/#innodb_redo/#ib_redo6", "redo"),
+    ("mysql-9.7", f"{D}/#innodb_redo/#ib_redo37_tmp", "redo"),  # a spare, renamed into use
+    ("mysql-9.7", f"{D}/#ib_16384_0.dblwr", "doublewrite"),
+    ("mysql-9.7", f"{D}/#ib_16384_1.dblwr", "doublewrite"),
+    ("mysql-9.7", f"{D}/#ib_16384_0.bdblwr", "doublewrite"),  # innodb_doublewrite=DETECT_ONLY
+    ("mysql-9.7", f"{D}/#ib_8192_3.bdblwr", "doublewrite"),
+    ("mysql-9.7", f"{D}/ibdata1", "system"),
+    ("mysql-9.7", f"{D}/undo_001", "undo"),
+    ("mysql-9.7", f"{D}/undo_002", "undo"),
+    ("mysql-9.7", f"{D}/ibtmp1", "temp"),
+    ("mysql-9.7", f"{D}/#innodb_temp/temp_10.ibt", "temp"),
+    ("mysql-9.7", f"{D}/sys/sys_config.ibd", "table"),
+    ("mysql-9.7", f"{D}/mysql-bin.000002", "binlog"),
+    ("mysql-9.7", f"{D}/mysql-bin.index", "binlog_index"),
+    ("mysql-9.7", f"{D}/mysql-bin.~rec~", "binlog_index"),
+    ("mysql-9.7", f"{D}/mysql-bin.index_crash_safe", "binlog_index"),
+    ("mysql-9.7", f"{D}/vm-relay-bin.000001", "relay_log"),
+    ("mysql-9.7", f"{D}/vm-relay-bin.index", "relay_index"),
+    ("mysql-9.7", f"{D}/vm-relay-bin-group_replication_applier.000001", "relay_log"),
+    ("mysql-9.7", f"{D}/auto.cnf", "config"),
+    ("mysql-9.7", f"{D}/mysqld-auto.cnf", "config"),
+    ("mysql-9.7", f"{D}/mysql_upgrade_history", "config"),
+    ("mysql-9.7", f"{D}/ca-key.pem", "config"),
+    ("mysql-9.7", f"{D}/private_key.pem", "config"),
+    ("mysql-9.7", f"{D}/ib_buffer_pool", "buffer_pool_dump"),
+    ("mysql-9.7", f"{D}/mysql/general_log_224.sdi", "table_definition"),
+    ("mysql-9.7", f"{D}/mysql/general_log.CSM", "general_log"),
+    ("mysql-9.7", f"{D}/mysql/slow_log.CSM", "slow_log"),
+    ("mysql-9.7", f"{D}/performance_schema/file_instances_98.sdi", "table_definition"),
+    ("mysql-9.7", "/var/run/mysqld/mysqld.pid", "pid_file"),
+    ("mysql-9.7", "/var/run/mysqld/mysqld.sock.lock", "pid_file"),
+    ("mysql-9.7", "/var/log/mysql/error.log", "error_log"),
     # Percona
     ("percona-5.7", f"{D}/xb_doublewrite", "doublewrite"),
     ("percona-8.0", "/var/log/mysql/mysql-slow.log", "slow_log"),
@@ -140,11 +192,20 @@ VERSION_CASES = [
     ("mariadb-10.11", "/var/log/mysql/mariadb-slow.log", "slow_log"),
     ("mariadb-10.11", "/var/log/mysql/general.log", "general_log"),
     ("mariadb-10.11", "/tmp/#sql-temptable-1-2-3.MAD", "aria"),
-    ("mariadb-10.11", f"{D}/mysql_upgrade_info", "other"),
+    ("mariadb-10.11", f"{D}/mysql_upgrade_info", "config"),
+    ("mariadb-10.11", f"{D}/sbtest/sbtest1.frm", "table_definition"),
+    ("mariadb-10.11", f"{D}/sbtest/db.opt", "table_definition"),
+    ("mariadb-10.11", f"{D}/shop/orders.par", "table_definition"),
+    ("mariadb-10.11", f"{D}/shop/#sql-alter-1f2-3.frm", "tmp"),
+    ("mariadb-10.11", f"{D}/shop/#sql-backup-1f2-3.frm", "tmp"),
+    ("mariadb-10.11", f"{D}/ib_buffer_pool", "buffer_pool_dump"),
+    ("mariadb-10.11", "/run/mysqld/mysqld.pid", "pid_file"),
     # MariaDB 11.x
     ("mariadb-11.4", f"{D}/mysql-bin.000001.idx", "binlog_gtid_index"),
     ("mariadb-11.4", f"{D}/ibtmp1", "temp"),
     ("mariadb-11.4", f"{D}/galera.cache", "other"),
+    ("mariadb-11.8", f"{D}/mariadb_upgrade_info", "config"),
+    ("mariadb-11.8", f"{D}/mysql/general_log.CSV", "general_log"),
 ]
 
 
@@ -207,8 +268,10 @@ CUSTOM_CASES = [
     ("/tmp/ibQwErTy", "tmp"),
     ("/var/tmp/mysql/sub/file", "other"),
     ("/var/tmp/mysql/#sql-temptable-1-2-3.MAI", "aria"),
-    (f"{D}/ib_buffer_pool", "other"),
+    (f"{D}/ib_buffer_pool", "buffer_pool_dump"),
     (f"{D}/ibdata1", "system"),
+    (f"{D}/mysql.ibd", "dictionary"),
+    (f"{D}/shop/mysql.ibd", "table"),
     (f"{D}/db1-bin.000001", "binlog"),
     (f"{D}/shop/t.ibd", "table"),
 ]
@@ -217,6 +280,30 @@ CUSTOM_CASES = [
 @pytest.mark.parametrize(("path", "kind"), CUSTOM_CASES)
 def test_kind_from_layout(path: str, kind: str) -> None:
     assert Classifier(CUSTOM).kind(path) == kind
+
+
+# MySQL 8.0+'s data dictionary is the datadir's own mysql.ibd: known only with the datadir
+DICTIONARY_CASES = [
+    (ServerLayout(datadir=D), f"{D}/mysql.ibd", "dictionary"),
+    (ServerLayout(datadir=D), f"{D}/shop/mysql.ibd", "table"),  # CREATE TABLE shop.mysql
+    (ServerLayout(datadir=D), f"{D}/mysql/mysql.ibd", "table"),
+    (ServerLayout(datadir=D), "/elsewhere/mysql.ibd", "table"),
+    (ServerLayout(datadir="/srv/db/data"), "/srv/db/data/mysql.ibd", "dictionary"),
+    (ServerLayout(datadir="/srv/db/data"), f"{D}/mysql.ibd", "table"),
+    (ServerLayout(), f"{D}/mysql.ibd", "table"),  # no datadir: a tablespace of tables, not a guess
+]
+
+
+@pytest.mark.parametrize(("layout", "path", "kind"), DICTIONARY_CASES)
+def test_dictionary_only_in_the_datadir(layout: ServerLayout, path: str, kind: str) -> None:
+    assert Classifier(layout).kind(path) == kind
+    assert classify(path) == "table"
+
+
+def test_every_kind_is_described_and_classified() -> None:
+    cases = [*CASES, *((p, k) for _, p, k in VERSION_CASES), *CUSTOM_CASES, *((p, k) for _, p, k in DICTIONARY_CASES)]
+    assert set(KINDS) == {kind for _, kind in cases}
+    assert all(re.fullmatch(r"[a-z_]+", kind) and KIND_DESCRIPTIONS[kind] for kind in KINDS)
 
 
 def test_relative_data_files_without_home_dir_are_in_datadir() -> None:
@@ -228,7 +315,7 @@ def test_relative_data_files_without_home_dir_are_in_datadir() -> None:
 
 def test_tmpdir_equal_to_datadir_adds_no_rule() -> None:
     classifier = Classifier(ServerLayout(datadir=D, tmpdir=[D, "/"]))
-    assert classifier.kind(f"{D}/ib_buffer_pool") == "other"
+    assert classifier.kind(f"{D}/grastate.dat") == "other"
     assert classifier.kind("/unknown") == "other"
 
 

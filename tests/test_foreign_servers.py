@@ -84,8 +84,8 @@ EXPECTED_KINDS = [
     (r"data/multi-master\.info", "replication_info"),
     (r"error\.log", "error_log"),
     (r"tmp/#\w+", "tmp"),
-    # no kind of their own in mysqlio.kinds: table definitions, db.opt, the buffer pool dump
-    (r"data/\w+/\w+\.frm|data/\w+/db\.opt|data/ib_buffer_pool", "other"),
+    (r"data/\w+/\w+\.(frm|par)|data/\w+/db\.opt", "table_definition"),
+    (r"data/ib_buffer_pool(\.incomplete)?", "buffer_pool_dump"),
 ]
 
 

@@ -23,6 +23,7 @@ What MySQL does differently from MariaDB, and how these tests deal with it:
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -30,12 +31,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_server_status import _status_now, _sysbench_transactions
 from test_verify import LOAD_TOLERANCE, _verify
 
 from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.rooted_mysql import RootedMySQL
 from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.devtools.traced import FileTotals, read_json_line, start_top, stop_top
+from mysqlio.mysql_conn import ConnectionOptions, Connector
+from mysqlio.server_status import StatusSampler
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
 
@@ -51,14 +55,20 @@ REDO_MB = 32  # innodb_redo_log_capacity: 32 files of 1 MiB, each written > 1 Mi
 # the kind mysqlio must give each file MySQL writes here, by its path under the base directory
 EXPECTED_KINDS = [
     (r"data/#innodb_redo/#ib_redo\d+(_tmp)?", "redo"),
-    (r"data/#ib_16384_\d+\.dblwr", "doublewrite"),
+    (r"data/#ib_16384_\d+\.b?dblwr", "doublewrite"),
     (r"data/ibdata1", "system"),
+    (r"data/mysql\.ibd", "dictionary"),  # the data dictionary, with the mysql.* tables
     (r"data/undo_\d{3}", "undo"),
     (r"data/ibtmp1", "temp"),
     (r"data/#innodb_temp/temp_\d+\.ibt", "temp"),
-    (r"data/(mysql|sbtest/\w+)\.ibd|data/sbtest/\w+\.ibd", "table"),
+    (r"data/(sys|sbtest)/\w+\.ibd", "table"),
     (r"data/mysql-bin\.\d{6}", "binlog"),
-    (r"data/mysql-bin\.index", "binlog_index"),
+    (r"data/mysql-bin\.(index|~rec~|index_crash_safe)", "binlog_index"),
+    (r"data/(mysql|performance_schema)/\w+\.sdi", "table_definition"),
+    (r"data/(auto|mysqld-auto)\.cnf|data/\w+\.pem|data/mysql_upgrade_history", "config"),
+    (r"data/ib_buffer_pool(\.incomplete)?", "buffer_pool_dump"),
+    (r"error\.log", "error_log"),
+    (r"mysqld\.pid|mysqld\.sock\.lock", "pid_file"),
 ]
 
 Key = tuple[int, str]  # (OBJECT_INSTANCE_BEGIN, EVENT_NAME)
@@ -123,6 +133,13 @@ def mysql(server_roots: dict[str, str]) -> Iterator[tuple[RootedMySQL, Sysbench]
             bench.stop()
 
 
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
 def _expected_kind(relative: str) -> str | None:
     return next((kind for rx, kind in EXPECTED_KINDS if re.fullmatch(rx, relative)), None)
 
@@ -154,6 +171,15 @@ def test_writes_by_kind_and_file_match_performance_schema(
     for obj in objects:
         totals.add(obj)
     s3 = _instances(db)
+    # the redo files' names are current (MySQL renames them while open): after the load, with
+    # no rename since, every redo row of top names a path that holds that inode
+    stale = [
+        (f["path"], f["ino"])
+        for obj in objects[-2:]
+        for f in obj["files"]
+        if f["kind"] == "redo" and _inode(f["path"]) != f["ino"]
+    ]
+    assert not stale, f"redo rows named by a name their file no longer has: {stale}"
     assert not _delta(s2, s3), "writes after the last snapshot: the window is not exact"
     assert totals.lost_events == 0
 
@@ -261,3 +287,45 @@ def test_verify_agrees_across_recycled_redo_files(
         r = rows[name]
         assert abs(r["difference_bytes"]) - r["pfs_edge_bytes"] <= LOAD_TOLERANCE * r["pfs_bytes"], r
     assert {"sbtest/sbtest1.ibd", "sbtest/sbtest2.ibd"} <= judged
+
+
+def test_status_line_from_mysqls_own_counters(mysql: tuple[RootedMySQL, Sysbench]) -> None:
+    """`--mysql` on MySQL: the LSNs from Innodb_redo_log_current_lsn / _checkpoint_lsn, the
+    checkpoint age against innodb_redo_log_capacity (MySQL exports no max age by default),
+    binlog commits as Binlog_cache_use (one per oltp_write_only transaction), redo bytes
+    from Innodb_os_log_written; exact when idle, rates adding up to the counters' growth."""
+    db, bench = mysql
+    sampler = StatusSampler.open(Connector.resolve(ConnectionOptions(), db.pid))
+    try:
+        db.wait_clean()
+        first = sampler.sample()
+        truth = _status_now(db)
+        assert first.gauges["redo_lsn"] == truth["Innodb_redo_log_current_lsn"]
+        assert first.gauges["checkpoint_lsn"] == truth["Innodb_redo_log_checkpoint_lsn"]
+        assert first.counters["redo_written_bytes"] == truth["Innodb_os_log_written"]
+        assert first.gauges["redo_capacity_bytes"] == REDO_MB << 20
+        assert first.gauges["checkpoint_max_age_bytes"] is None
+        bench.start(LOAD_S)
+        samples = []
+        for _ in range(LOAD_S):
+            time.sleep(1.0)
+            samples.append(sampler.sample())
+        transactions = _sysbench_transactions(bench.wait(timeout_s=60))
+        db.wait_clean()
+        last = sampler.sample()
+    finally:
+        sampler.close()
+    samples.append(last)
+    for s in samples:
+        assert s.error is None, s.error
+        assert s.gauges["checkpoint_age_bytes"] == s.gauges["redo_lsn"] - s.gauges["checkpoint_lsn"]
+    busy = samples[1:-2]
+    assert busy
+    for s in busy:
+        summary = s.summary()
+        assert "% of capacity)" in summary and "binlog commits " in summary and "redo " in summary, summary
+        assert s.rates["binlog_commits"] > 50, summary
+    assert last.counters["binlog_commits"] - first.counters["binlog_commits"] == transactions
+    for name in ("redo_written_bytes", "data_written_bytes", "binlog_commits", "pages_flushed"):
+        summed = sum(s.rates[name] * s.interval_s for s in samples)
+        assert summed == pytest.approx(last.counters[name] - first.counters[name], rel=1e-9), name

@@ -320,3 +320,25 @@ def test_lost_events_are_named_by_the_counter_that_lost_them() -> None:
                     lost_by=dict(state.lost_by))  # fmt: skip
     assert "  lost 6 (ringbuf_full 4, skipped_runs 2)  group" in render_screen_header(header, 160).plain
     assert "  lost 6  group" in render_screen_header(header, 80).plain
+
+
+def test_mysql_redo_files_are_one_row_unless_unfolded() -> None:
+    """MySQL's 32 redo files (#innodb_redo/#ib_redoN, recycled every few seconds) are one
+    row of the file view, labelled with how many of them top has seen written; unfolded
+    (--unfold-redo, key o) a row each. MariaDB's ib_logfile0 is not folded, nor other views."""
+    redo = [_file(10 + n, f"#innodb_redo/#ib_redo{n}", "redo", 1000 * n, n) for n in (5, 6)]
+    others = [_file(1, "ib_logfile0", "redo", 7, 1), _file(2, "t.ibd", "table", 100, 1)]
+    state = ScreenState()
+    rows = state.update(_interval([*redo, *others]))
+    assert [(r.label, r.kind, r.write_bps, r.write_ops_ps) for r in rows] == [
+        (f"{DATADIR}/#innodb_redo (2 files)", "redo", 11000.0, 11.0),
+        (f"{DATADIR}/t.ibd", "table", 100.0, 1.0),
+        (f"{DATADIR}/ib_logfile0", "redo", 7.0, 1.0),
+    ]
+    rows = state.update(_interval([_file(17, "#innodb_redo/#ib_redo7_tmp", "redo", 500, 1)]))
+    assert rows[0].label == f"{DATADIR}/#innodb_redo (3 files)" and rows[0].write_bps == 500.0
+    state.switch_redo_fold()
+    rows = state.update(_interval(redo))
+    assert sorted(r.label for r in rows) == [f"{DATADIR}/#innodb_redo/#ib_redo5", f"{DATADIR}/#innodb_redo/#ib_redo6"]
+    by_kind = ScreenState(group="kind").update(_interval([*redo, *others]))
+    assert [(r.label, r.write_bps) for r in by_kind] == [("redo", 11007.0), ("table", 100.0)]

@@ -11,8 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from mysqlio.probe import FileIdentity
-from mysqlio.resolve import FileResolver
+import pytest
+
+from mysqlio.probe import FileIdentity, KernelName
+from mysqlio.resolve import FileResolver, ResolvedPath
 
 # a process opening two files in turn on the same fd number, each held open for a
 # short span that varies (so that scans running on the other core see them open),
@@ -56,3 +58,55 @@ def test_a_reused_fd_number_never_names_another_inode(tmp_path: Path) -> None:
         child.wait()
     assert named >= 200, named  # the files were seen open, many times
     assert wrong == 0, f"{wrong} of {named} names were another file's"
+
+
+def test_a_file_renamed_while_open_gets_its_new_name_next_interval(tmp_path: Path) -> None:
+    """MySQL >= 8.0.30 renames redo files it holds open (`#ib_redoN_tmp` -> `#ib_redoN`):
+    the name read from /proc before the rename is checked once an interval, so the next
+    interval shows the new one, without another unknown file to trigger a /proc read."""
+    spare, live = tmp_path / "#ib_redo7_tmp", tmp_path / "#ib_redo7"
+    spare.write_bytes(b"r")
+    identity = FileIdentity(spare.stat().st_dev, spare.stat().st_ino)
+    fd = os.open(spare, os.O_RDONLY)
+    try:
+        resolver = FileResolver(os.getpid(), lambda _: None)
+        assert resolver.resolve(identity).path == str(spare)
+        os.rename(spare, live)
+        assert resolver.resolve(identity).path == str(spare)  # checked already in this interval
+        resolver.new_interval()
+        got = resolver.resolve(identity)
+        assert (got.path, got.deleted, got.source) == (str(live), False, "fd")
+        os.unlink(live)  # renamed away and deleted: the fd's name says so
+        resolver.new_interval()
+        got = resolver.resolve(identity)
+        assert (got.path, got.deleted) == (str(live), True)
+    finally:
+        os.close(fd)
+
+
+def test_a_name_cut_short_of_a_file_renamed_since_finds_its_new_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MySQL writes a spare redo file's header as `#ib_redoN_tmp`, renames it `#ib_redoN`
+    before it writes the log into it, and holds no fd on it between: the kernel's name (cut
+    short in a deep datadir) is the old one, the new one is found in its directory; and a
+    name given in an earlier interval is checked again in the next."""
+    deep = tmp_path.joinpath(*"abcdefghij", "#innodb_redo")
+    deep.mkdir(parents=True)
+    spare, live = deep / "#ib_redo9_tmp", deep / "#ib_redo9"
+    spare.write_bytes(b"h")
+    st = os.stat(spare)
+    identity = FileIdentity(st.st_dev, st.st_ino)
+    monkeypatch.chdir(deep.parent.parent)
+    cut = ".../" + "/".join(os.path.realpath(spare).split("/")[-8:])
+    walked: list[KernelName | None] = [KernelName(cut, complete=False, deleted=False)]
+    resolver = FileResolver(os.getpid(), lambda _file: walked[0])
+    assert resolver.resolve(identity) == ResolvedPath(os.path.realpath(spare), False, "kernel+cwd")
+    os.rename(spare, live)
+    resolver.new_interval()
+    assert resolver.resolve(identity) == ResolvedPath(os.path.realpath(live), False, "kernel+dir")
+    # not walked again: the name given before is checked, and follows one more rename
+    walked[0] = None
+    os.rename(live, spare)
+    resolver.new_interval()
+    assert resolver.resolve(identity) == ResolvedPath(os.path.realpath(spare), False, "kernel+dir")

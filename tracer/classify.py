@@ -1,20 +1,29 @@
 """Name the kind of a file mysqld touches, and the table of a data file.
 
-`classify(path)` uses basename rules for the file names of MySQL 5.5 - 8.4,
+`classify(path)` uses basename rules for the file names of MySQL 5.5 - 9.7,
 Percona and MariaDB 10.x / 11.x (docs/architecture.md). `Classifier(layout)`
 first applies the server's own layout (`mysqlio.layout.ServerLayout`): the
 configured error / slow / general log, binlog and relay-log basenames and
 indexes, master_info_file and relay_log_info_file, InnoDB data and temp files,
-the Percona doublewrite file; then the basename rules; a file still unknown that
-sits directly in a tmpdir is "tmp". The InnoDB directories add no rule: InnoDB's
-names in them are fixed and the basename rules know them.
+the Percona doublewrite file, MySQL's data dictionary `<datadir>/mysql.ibd`; then
+the basename rules; a file still unknown that sits directly in a tmpdir is "tmp".
+The InnoDB directories add no rule: InnoDB's names in them are fixed and the
+basename rules know them.
 
-Kinds (KINDS): redo, doublewrite, system, undo, temp, alter, table, binlog,
-binlog_index (also its companions while binlogs are purged or the index is
-rewritten: `*.~rec~`, MySQL's `*.index_crash_safe`), binlog_gtid_index
-(MariaDB 11.4+ `*.NNNNNN.idx`), relay_log,
+Kinds (KINDS, described in kinds.py): redo, doublewrite, system, dictionary, undo,
+temp, alter, table, table_definition, binlog, binlog_index (also its companions
+while binlogs are purged or the index is rewritten: `*.~rec~`, MySQL's
+`*.index_crash_safe`), binlog_gtid_index (MariaDB 11.4+ `*.NNNNNN.idx`), relay_log,
 relay_index, replication_info, aria, myisam, ddl_log, tc_log (`tc.log`, the
-XA coordinator log), error_log, slow_log, general_log, server_log, tmp, other.
+XA coordinator log), error_log, slow_log, general_log, server_log, config,
+buffer_pool_dump, pid_file, tmp, other.
+`mysql.ibd` is "dictionary" only in the datadir, so only with a layout that
+names it: without one it is "table" (the dictionary tablespace holds the mysql.*
+tables too; a table `db.mysql` is `db/mysql.ibd`). Table definitions: `.frm`,
+`.par`, `.TRG` / `.TRN`, `.isl`, `db.opt`, MySQL 8's `.sdi` (non-InnoDB tables)
+and `.cfg` (FLUSH TABLES ... FOR EXPORT); a `#sql*` one is a temporary or ALTER
+table's, "tmp" as before. The log tables `mysql/general_log.CSV` / `.CSM` and
+`mysql/slow_log.*` are general_log / slow_log.
 Server logs by basename: `*.err`, `[*-]error.log` are error_log; `[*-]slow[-*].log`
 slow_log; `[*-]general[-*].log` general_log (`-` or `_`); any other
 `*.log` is server_log (a server log, which one is not knowable from the
@@ -52,6 +61,9 @@ _BASENAME_RULES: list[tuple[str, re.Pattern[str]]] = [
         ("alter", r"^#sql-ib.*\.ibd$"),
         ("alter", r"^#sql.*\.ibd$"),
         ("table", r"^.+\.ibd$"),
+        # not #sql*: a temporary or ALTER table's definition, "tmp" below
+        ("table_definition", r"^(?!#sql).+\.(frm|par|TRG|TRN|isl|sdi|cfg)$"),
+        ("table_definition", r"^db\.opt$"),
         ("relay_index", r"^.+-relay-bin(-.+)?\.index$"),
         ("relay_index", r"^.+-relay-bin(-.+)?\.(~rec~|index_crash_safe)$"),
         ("relay_log", r"^.+-relay-bin(-.+)?\.\d{6}$"),
@@ -74,12 +86,22 @@ _BASENAME_RULES: list[tuple[str, re.Pattern[str]]] = [
         ("slow_log", r"^(.+[-_])?slow([-_].+)?\.log$"),
         ("general_log", r"^(.+[-_])?general([-_].+)?\.log$"),
         ("server_log", r"^.+\.log$"),
+        ("server_log", r"^innodb_status\.\d+$"),  # innodb_status_file=ON
+        ("config", r"^.+\.cnf$"),  # auto.cnf, mysqld-auto.cnf, option files
+        ("config", r"^mysqld-auto\.cnf\.backup$"),  # SET PERSIST writes it first
+        ("config", r"^.+\.pem$"),  # auto_generate_certs, sha256/caching_sha2 RSA keys
+        ("config", r"^(mysql|mariadb)_upgrade_(info|history)$"),
+        ("buffer_pool_dump", r"^ib_buffer_pool(\.incomplete)?$"),  # written as .incomplete, then renamed
+        ("pid_file", r"^.+\.pid$"),
+        ("pid_file", r"^.+\.sock\.lock$"),  # MySQL's lock on its socket holds its pid
         ("tmp", r"^#sql.*$"),
         ("tmp", r"^#\d+$"),
         ("tmp", r"^ML.*$"),
     ]
 ]
 
+# the log tables of log_output=TABLE (CSV engine), by schema directory and basename
+_LOG_TABLE = re.compile(r"(?:^|/)mysql/(general|slow)_log\.CS[VM]$")
 _TABLE_FILE = re.compile(r"(.+)\.(ibd|MYD|MYI|MAD|MAI)")
 _PARTITION = re.compile(r"#p#", re.IGNORECASE)
 _SUBPARTITION = re.compile(r"#sp#", re.IGNORECASE)
@@ -87,7 +109,11 @@ _ENCODED = re.compile(r"@([0-9a-fA-F]{4}|@@)")
 
 
 def classify(path: str) -> str:
-    """The kind of file at path by its basename; "other" when unsure."""
+    """The kind of file at path by its basename (a log table's by its schema directory too);
+    "other" when unsure."""
+    log_table = _LOG_TABLE.search(path)
+    if log_table:
+        return f"{log_table[1]}_log"
     base = path.rsplit("/", 1)[-1]
     for kind, rx in _BASENAME_RULES:
         if rx.match(base):
@@ -128,6 +154,8 @@ class Classifier:
             (lay.log_error, "error_log"),
         ]
         self._exact.update({path: kind for path, kind in singles if path})
+        if lay.datadir:  # only the datadir's own: a table `mysql` of a schema is <schema>/mysql.ibd
+            self._exact[os.path.join(lay.datadir, "mysql.ibd")] = "dictionary"
         for index, kind in ((lay.log_bin_index, "binlog_index"), (lay.relay_log_index, "relay_index")):
             if index:  # the purge register and the crash-safe copy of an index (the index's name, new extension)
                 stem = os.path.splitext(index)[0]

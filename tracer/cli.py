@@ -13,7 +13,7 @@ from . import __version__
 from .backend import BACKENDS
 from .errors import BpfError, UserError
 from .filters import Filters
-from .kinds import KINDS
+from .kinds import KIND_HELP, KINDS
 from .model import GROUPS, SERVER_GROUPS
 from .view import SORT_KEYS
 
@@ -88,9 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="one row per file (default), kind, table, thread; or user, connection, query (--mysql)",
     )
     top.add_argument("--sort", choices=list(SORT_KEYS), default="write", help="sort column of the live screen")
-    top.add_argument(
-        "--kind", type=_kinds, default=frozenset(), help="only these kinds (comma-separated, e.g. redo,binlog)"
-    )
+    top.add_argument("--kind", type=_kinds, default=frozenset(), help=KIND_HELP)
     top.add_argument(
         "--fold-partitions", action="store_true", help="count a partitioned table's partitions as one table"
     )
@@ -98,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--fold-regions",
         action="store_true",
         help="one row for ibdata1, not one per region (doublewrite, system, ...)",
+    )
+    top.add_argument(
+        "--unfold-redo",
+        action="store_true",
+        help="one row per redo file in the live screen (MySQL's #innodb_redo files are one row by default; key o)",
     )
     top.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     top.add_argument(
@@ -418,6 +421,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
         filters=Filters(kinds=args.kind, match=args.match),
         fold_partitions=args.fold_partitions,
         fold_regions=args.fold_regions,
+        fold_redo=not args.unfold_redo,
         latency=args.latency,
         follow=args.follow,
         backend=args.backend,
@@ -439,7 +443,7 @@ def _seconds(text: str) -> float:
 
 def _add_trace_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="trace file written by mysqlio record")
-    p.add_argument("--kind", type=_kinds, default=frozenset(), help="only these kinds (comma-separated)")
+    p.add_argument("--kind", type=_kinds, default=frozenset(), help=KIND_HELP)
     p.add_argument("--match", type=_regex, help="only paths matching this regular expression")
     p.add_argument("--from", dest="t_from", type=_seconds, help="only from this many seconds after the start")
     p.add_argument("--to", dest="t_to", type=_seconds, help="only before this many seconds after the start")

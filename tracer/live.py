@@ -140,6 +140,8 @@ class LiveScreen:
         elif key == "p":
             self.state.switch_view()
             self._draw()
+        elif key == "o":  # MySQL's redo files: one row or one each, from the next interval on
+            self.state.switch_redo_fold()
         elif key == "r" and self.sampler is not None:  # from the next interval on
             self.sampler.fold_regions = not self.sampler.fold_regions
             self.state.regroup(self.state.group)

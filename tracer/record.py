@@ -205,10 +205,13 @@ def run_record(options: RecordOptions) -> int:
 
         # the samples' times in the events' time base: seconds since the trace's start
         options.threads.clock = lambda: (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+        options.threads.follow(options.pid)  # the probes' tids (host_tids.py), before its first sample
         recording.threads = PeriodicSampler(options.threads, every_s=1.0 / RATE_HZ, name="mysqlio-threads")
     gone_at = [0.0]  # trace time the traced process was last seen
 
     def trace_once(pid: int) -> int:
+        if options.threads is not None:
+            options.threads.follow(pid)
         try:
             return _record_process(recording, pid)
         except TargetGone:
@@ -337,7 +340,10 @@ def _flush(
     recording.count_lost(session.probe.drops().as_dict())
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     device_sample = devices.sample()
-    threads = [s.to_json() for s in recording.threads.collect()] if recording.threads is not None else []
+    samples = recording.threads.collect() if recording.threads is not None else []
+    for warning in (s.warning for s in samples if s.warning):  # one sample at most says it
+        print(f"mysqlio: warning: {warning}", file=sys.stderr)
+    threads = [s.to_json() for s in samples]
     if len(events) or server or device_sample or threads:
         recording.writer.write(
             events,

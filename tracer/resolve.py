@@ -1,7 +1,8 @@
 """Turn a kernel file identity (dev, inode) into the path a DBA recognises.
 
-Order of trust: the traced process's own open fds (/proc/PID/fd, exact and
-current), then the path the kernel walked from the dentry at the first request
+Order of trust: the traced process's own open fds (/proc/PID/fd, exact; a name
+read there is checked to still hold its inode once an interval, and /proc read
+again when it does not: a file renamed while open), then the path the kernel walked from the dentry at the first request
 (checked against the disk: if that name now holds another inode, the file was
 renamed or deleted, and its directory is searched for the inode). A name the
 probe cut short (".../a/b", deeper than its PATH_DEPTH components) is completed
@@ -54,6 +55,10 @@ class FileResolver:
         self._recent: dict[FileIdentity, ResolvedPath] = {}
         self._before: dict[FileIdentity, ResolvedPath] = {}
         self._was_open: dict[FileIdentity, ResolvedPath] = {}
+        # open files whose name from the last /proc read was checked in this interval, and
+        # those whose name cannot be stat'ed here at all (checked once, not every interval)
+        self._checked: set[FileIdentity] = set()
+        self._unverifiable: set[FileIdentity] = set()
         self._last_scan = 0.0
         self._root = host_root(pid)  # "" when the process shares our root
 
@@ -95,6 +100,7 @@ class FileResolver:
                 found[identity] = ResolvedPath(self._here(target, None if deleted else identity), deleted, "map")
         for identity in self._open.keys() - found.keys():
             self._was_open[identity] = self._open[identity]
+        self._unverifiable &= found.keys()
         for identity in found.keys() & self._was_open.keys():
             del self._was_open[identity]
         while len(self._was_open) > _WAS_OPEN_MAX:
@@ -111,16 +117,47 @@ class FileResolver:
         if hit is None and time.monotonic() - self._last_scan >= _REFRESH_MIN_S:
             self.scan_fds()
             hit = self._open.get(file)
+        if hit is not None and file not in self._checked:
+            hit = self._still_named(file, hit)
         if hit is not None:
             return hit
         name = self._kernel_name(file)
         if name is None:
             recent = self._recent.get(file) or self._before.get(file)
             if recent is not None:
-                return recent
+                return self._still_there(file, recent)
         resolved = self._from_kernel(file, name)
         if resolved.source != "unknown":
             self._recent[file] = resolved
+        return resolved
+
+    def _still_named(self, file: FileIdentity, hit: ResolvedPath) -> ResolvedPath | None:
+        """The name of an open file from the last /proc read, checked once an interval: a
+        file renamed while open keeps its old name there (MySQL >= 8.0.30 renames its open
+        redo files, `#ib_redoN_tmp` -> `#ib_redoN`, every few seconds under load). When the
+        name no longer holds the file, /proc is read again; None when the file is not
+        open any more."""
+        self._checked.add(file)
+        if hit.deleted or file in self._unverifiable or _is_same_file(hit.path, file):
+            return hit
+        self.scan_fds()
+        now = self._open.get(file)
+        if now is not None and now.path == hit.path and not now.deleted:
+            self._unverifiable.add(file)  # the fd's name does not stat to it here (another mount namespace)
+        return now
+
+    def _still_there(self, file: FileIdentity, recent: ResolvedPath) -> ResolvedPath:
+        """A name given in this interval or the one before, checked once an interval: the
+        file may have been renamed since (MySQL renames a spare redo file, `#ib_redoN_tmp`
+        -> `#ib_redoN`, after writing its header: the kernel walks no name again), so its
+        directory is searched for the inode; not there, it was deleted."""
+        if file in self._checked or recent.deleted or _is_same_file(recent.path, file):
+            self._checked.add(file)
+            return recent
+        self._checked.add(file)
+        moved = _find_in_dir(os.path.dirname(recent.path), file)
+        resolved = ResolvedPath(moved, False, "kernel+dir") if moved else ResolvedPath(recent.path, True, recent.source)
+        self._recent[file] = resolved
         return resolved
 
     def _from_kernel(self, file: FileIdentity, name: KernelName | None) -> ResolvedPath:
@@ -134,6 +171,9 @@ class FileResolver:
             deleted = name.deleted
             if full is None and not deleted:  # gone from that name since the walk: its directory then
                 full = self._complete(name.path, None)
+                moved = _find_in_dir(os.path.dirname(full), file) if full is not None else None
+                if moved is not None:  # renamed (MySQL's spare redo files: `#ib_redoN_tmp` -> `#ib_redoN`)
+                    return ResolvedPath(moved, False, "kernel+dir")
                 deleted = True
             if full is None:
                 return ResolvedPath(name.path, name.deleted, "kernel")
@@ -172,6 +212,7 @@ class FileResolver:
         name, walked again, is taken from now on (the file may have been renamed, or its
         inode number reused), and the names kept stay two intervals' worth."""
         self._before, self._recent = self._recent, {}
+        self._checked = set()
 
 
 _MAPS_LINE = re.compile(r"^[0-9a-f]+-[0-9a-f]+\s+\S{3}s\s+\S+\s+([0-9a-f]+):([0-9a-f]+)\s+(\d+)\s+(/.*)$")

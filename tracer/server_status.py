@@ -11,6 +11,8 @@ servers; each field lists its sources in order and takes the first present:
   checkpoint_age_bytes       Innodb_checkpoint_age             redo_lsn - checkpoint_lsn, log_lsn_checkpoint_age
   redo_lsn / checkpoint_lsn  Innodb_lsn_current / _last_checkpoint   Innodb_redo_log_current_lsn / _checkpoint_lsn
   binlog_commits             Binlog_commits (MariaDB)          Binlog_cache_use + Binlog_stmt_cache_use (MySQL)
+  checkpoint_max_age_bytes   Innodb_checkpoint_max_age (MariaDB)    (none by default)
+  redo_capacity_bytes        (none)                            Innodb_redo_log_capacity_resized
 
 A field no source provides is None (JSON null), never a guess. A failing sample
 (server restarting, connection killed, no answer within the 2 s timeouts) does
@@ -54,6 +56,9 @@ GAUGES: dict[str, list[Source]] = {
     ],
     "checkpoint_age_bytes": [("Innodb_checkpoint_age",), ("metric", "log_lsn_checkpoint_age")],
     "checkpoint_max_age_bytes": [("Innodb_checkpoint_max_age",)],
+    # MySQL >= 8.0.30 exports no max age by default (INNODB_METRICS' log_max_modified_age_*
+    # are disabled): the checkpoint age is shown against the redo log's capacity instead
+    "redo_capacity_bytes": [("Innodb_redo_log_capacity_resized",)],
     "history_list_length": [("Innodb_history_list_length",), ("metric", "trx_rseg_history_len")],
     "pending_writes": [("Innodb_data_pending_writes",)],
 }
@@ -117,8 +122,11 @@ class ServerStatus:
             parts.append(f"dirty {g['dirty_pages']:,} pages")
         age = g["checkpoint_age_bytes"]
         if age is not None:
-            cap = g["checkpoint_max_age_bytes"]
-            share = f" ({100 * age / cap:.0f}% of max)" if cap else ""
+            share = ""
+            if g["checkpoint_max_age_bytes"]:
+                share = f" ({100 * age / g['checkpoint_max_age_bytes']:.0f}% of max)"
+            elif g["redo_capacity_bytes"]:
+                share = f" ({100 * age / g['redo_capacity_bytes']:.0f}% of capacity)"
             parts.append(f"checkpoint age {human_bytes(age)}{share}")
         if r["redo_written_bytes"] is not None:
             parts.append(f"redo {human_bytes(r['redo_written_bytes'])}/s")

@@ -6,7 +6,8 @@ reads them is `thread_sampler.ThreadSampler` (which alone needs PyMySQL).
 
 - `performance_schema.threads`: for each OS thread (THREAD_OS_ID) its pfs THREAD_ID,
   NAME, TYPE (FOREGROUND / BACKGROUND) and, for a connection, PROCESSLIST_ID, _USER,
-  _HOST and _DB;
+  _HOST and _DB. THREAD_OS_ID is the tid in the server's pid namespace; the sampler
+  stores the tid the probes see (host_tids.py), which traces hold since;
 - `events_statements_current` (each thread's running or last statement) and
   `events_statements_history` (each thread's last few statements) ended since the
   previous sample, so a statement shorter than the sampling period is still seen.
@@ -99,7 +100,7 @@ def shorten_text(text: str, chars: int = TEXT_CHARS) -> str:
 class ServerThread:
     """One OS thread as performance_schema names it."""
 
-    tid: int  # THREAD_OS_ID
+    tid: int  # the tid the probes see: THREAD_OS_ID mapped out of the server's pid namespace (host_tids.py)
     thread_id: int  # performance_schema THREAD_ID
     name: str  # NAME, e.g. thread/sql/one_connection
     background: bool  # TYPE = 'BACKGROUND'
@@ -130,7 +131,7 @@ class ServerThread:
 class Statement:
     """A statement a thread ran: times on the caller's clock; `end` None while running."""
 
-    tid: int  # THREAD_OS_ID
+    tid: int  # its thread's tid (ServerThread.tid)
     event_id: int
     start: float
     end: float | None
@@ -157,20 +158,25 @@ def query_key(normalised: str) -> str:
 @dataclass
 class ThreadSample:
     """One sample: when (the caller's clock), the threads (None: as in the previous
-    sample), the statements running or ended since the previous sample."""
+    sample), the statements running or ended since the previous sample; `warning`, in one
+    sample at most, when the server's threads are not the traced process's."""
 
     time: float
     threads: list[ServerThread] | None = None
     statements: list[Statement] = field(default_factory=list)
     error: str | None = None
+    warning: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        obj: dict[str, Any] = {
             "t": round(self.time, 6),
             "threads": None if self.threads is None else [t.to_row() for t in self.threads],
             "statements": [s.to_row() for s in self.statements],
             "error": self.error,
         }
+        if self.warning:
+            obj["warning"] = self.warning  # absent from older traces
+        return obj
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> ThreadSample | None:
@@ -182,6 +188,7 @@ class ThreadSample:
                 threads=None if threads is None else [ServerThread.from_row(r) for r in threads],
                 statements=[Statement.from_row(r) for r in obj.get("statements") or ()],
                 error=obj.get("error"),
+                warning=obj.get("warning") if isinstance(obj.get("warning"), str) else None,
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -109,8 +109,10 @@ class Timeline:
         self._by_tid: dict[int, list[_Span]] | None = None  # spans by start, built on demand
         self.samples = 0
         self.last_error: str | None = None
+        self.warning: str | None = None  # a sample's: the server's threads are not the traced process's
 
     def add(self, sample: ThreadSample) -> None:
+        self.warning = sample.warning or self.warning
         if sample.error:
             self.last_error = sample.error
             return

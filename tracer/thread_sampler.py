@@ -1,10 +1,16 @@
 """`ThreadSampler`: reads performance_schema's threads and statements on the `--mysql`
 connection (what it reads and how its times become ours: server_threads.py). Apart from
-the data types so that the views and reports that name threads need no MySQL driver."""
+the data types so that the views and reports that name threads need no MySQL driver.
+
+Told the traced process (`follow(pid)`), it gives each thread the tid the probes see
+(host_tids.py: THREAD_OS_ID is the tid in the server's pid namespace, a container's), and
+says once, in a sample's `warning`, when most of the threads it lists are no thread of
+that process: `--mysql` then reached another server."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +18,7 @@ from typing import Any
 import pymysql
 
 from .errors import UserError
+from .host_tids import HostTids
 from .mysql_conn import Connector, error_text, query
 from .server_threads import (
     PREPARED,
@@ -27,6 +34,7 @@ from .server_threads import (
 _KNOWN_TEXTS = 4096  # normalised texts whose digest is remembered
 _PS_PER_S = 1e12
 _NO_PRIVILEGE = (1142, 1143, 1044, 1227)
+FOREIGN_SHARE = 0.5  # more of the listed threads than this not the traced process's: another server
 
 _THREADS_SQL = (
     "SELECT THREAD_OS_ID, THREAD_ID, NAME, TYPE, PROCESSLIST_ID, PROCESSLIST_USER, PROCESSLIST_HOST,"
@@ -60,6 +68,14 @@ class ThreadSampler:
         self._last_threads: list[ServerThread] | None = None
         self._digests: dict[str, tuple[str, str]] = {}  # normalised SQL_TEXT -> (digest, DIGEST_TEXT)
         self.usable = True  # threads can be read at all
+        self._pid: int | None = None  # the traced process (follow()); None: tids as the server gives them
+        self._tids: HostTids | None = None
+        self._warned = False  # the warning that --mysql reached another server is given once
+
+    def follow(self, pid: int) -> None:
+        """The traced process is now `pid` (at start, and after a restart under --follow).
+        Called from the caller's thread while the worker samples: one assignment."""
+        self._pid = pid
 
     @classmethod
     def open(cls, connector: Connector, clock: Callable[[], float] = time.monotonic) -> ThreadSampler:
@@ -127,7 +143,9 @@ class ThreadSampler:
     def _read(self, conn: pymysql.connections.Connection) -> ThreadSample:
         if not self.usable:
             return ThreadSample(time=self.clock(), error="; ".join(self._problems))
-        threads = sorted((self._thread(_upper(r)) for r in query(conn, _THREADS_SQL)), key=lambda t: t.tid)
+        listed = [self._thread(_upper(r)) for r in query(conn, _THREADS_SQL)]
+        threads, warning = self._on_host(listed)
+        threads.sort(key=lambda t: t.tid)
         by_id = {t.thread_id: t for t in threads}
         before = self.clock()
         rows = [_upper(r) for r in query(conn, _CURRENT_SQL)] if self._statements else []
@@ -135,7 +153,7 @@ class ThreadSampler:
         now_ps = max((int(r["TIMER_END"]) for r in running), default=None)
         if self._history and now_ps is not None and self._last_ps is not None:
             rows += [_upper(r) for r in query(conn, _HISTORY_SQL, (self._last_ps,))]
-        out = ThreadSample(time=before, threads=None if threads == self._last_threads else threads)
+        out = ThreadSample(time=before, threads=None if threads == self._last_threads else threads, warning=warning)
         self._last_threads = threads
         if now_ps is not None:
             seen: set[tuple[int, int]] = set()
@@ -146,6 +164,34 @@ class ThreadSampler:
                     out.statements.append(stmt)
             self._last_ps = now_ps
         return out
+
+    def _on_host(self, threads: list[ServerThread]) -> tuple[list[ServerThread], str | None]:
+        """The threads with the probes' tids, and the warning when most are not the traced
+        process's. In another pid namespace a thread not found is dropped: its tid means
+        nothing here (and could be another thread's)."""
+        pid = self._pid
+        if pid is None:
+            return threads, None
+        if self._tids is None or self._tids.pid != pid:
+            self._tids = HostTids(pid)
+        host = self._tids.to_host([t.tid for t in threads])
+        warning = self._foreign_warning(pid, len(threads), len(host))
+        if self._tids.same_namespace:
+            return threads, warning
+        return [dataclasses.replace(t, tid=host[t.tid]) for t in threads if t.tid in host], warning
+
+    def _foreign_warning(self, pid: int, listed: int, found: int) -> str | None:
+        """Once: most listed threads are no thread of `pid`. Judged right after a listing of
+        the tasks only (a thread newer than the listing is no sign), never once `pid` is gone."""
+        tids = self._tids
+        if self._warned or tids is None or not tids.rescanned or tids.gone or listed - found <= FOREIGN_SHARE * listed:
+            return None
+        self._warned = True
+        return (
+            f"{listed - found} of the {listed} threads the server's performance_schema lists are no thread "
+            f"of pid {pid}: --mysql may have reached another server than the traced one (e.g. a different "
+            "socket); their rows show as (unknown thread)"
+        )
 
     @staticmethod
     def _thread(r: dict[str, Any]) -> ServerThread:

@@ -33,6 +33,7 @@ class TopOptions:
     filters: Filters = field(default_factory=Filters)
     fold_partitions: bool = False
     fold_regions: bool = False  # ibdata1 as one row, not one per region
+    fold_redo: bool = True  # the live screen's rows: MySQL's redo files as one row
     latency: bool = False  # p50 / p99 / max latency columns
     follow: bool = False  # when the server exits, wait for it to restart and go on
     status: Any = None  # mysqlio.server_status.StatusSampler (--mysql), sampled each interval
@@ -56,9 +57,14 @@ class StreamSink:
         self.notes: list[str] = []  # limits of what is counted (mysqlio.mapped_files), in each JSON line
         self.page_cache = False  # the probe counts the page cache: its columns and the devices in text
         self.group = "file"  # user, connection, query: a block of rows per group after the files
+        self.threads: Any = None  # a live_threads.LiveThreads (--mysql): its warning, once
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
+        warning = self.threads.take_warning() if self.threads is not None else None
+        if warning:  # --mysql reached another server: one line, and in each JSON line's notes
+            print(f"mysqlio: warning: {warning}", file=sys.stderr)
+            self.notes.append(warning)
         trains = self._bursts.feed(interval)
         if self._json:
             write_json(interval, self._out, [t.to_json() for t in trains], self.notes)
@@ -86,7 +92,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     stop = StopFlag()
     stop.install()
     sink = StreamSink(out, options.output, options.filters, stop.event, options.latency)
-    state = ScreenState(options.group, options.sort, options.filters, options.latency)
+    state = ScreenState(options.group, options.sort, options.filters, options.latency, fold_redo=options.fold_redo)
     console = Console()
     datadir: list[str | None] = [None]
     page_cache = [False]  # the probe counts the page cache (dirtied, written back, devices)
@@ -101,6 +107,8 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             sampler = IntervalSampler(session, options.fold_partitions, options.fold_regions)
             sampler.status = status
             sampler.threads = threads
+            if threads is not None:
+                threads.follow(pid)
             page_cache[0] = sink.page_cache = page_cache_counted(session.probe)
             note = mapped_files.redo_note(mapped_files.mapped_redo(pid, session.layout), page_cache[0])
             # what this backend cannot count on this kernel (e.g. io_uring on a kernel whose
@@ -130,7 +138,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     if options.threads is not None:
         from .live_threads import LiveThreads
 
-        threads = LiveThreads(options.threads)
+        threads = sink.threads = LiveThreads(options.threads, options.pid)
     status = None
     if options.status is not None:
         from .server_status import BackgroundSampler
@@ -146,3 +154,6 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             threads.close()
         if options.output == "live":
             console.print(render_totals(state, datadir[0], page_cache[0]))
+            warning = threads.take_warning() if threads is not None else None
+            if warning:  # not said over the screen: after it
+                print(f"mysqlio: warning: {warning}", file=sys.stderr)

@@ -5,6 +5,7 @@ Pure data in, data out (no terminal): `render.py` draws what this produces.
 
 from __future__ import annotations
 
+import os
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,10 @@ OWNER_LABELS = {"server_files": "server", "server_direct": "direct", "filesystem
 THREAD_GROUPS = ("thread", *SERVER_GROUPS)
 NO_VIEW = "(no server view)"  # a thread row without the server's view (no sample yet, or none possible)
 FADE_INTERVALS = 5  # a quiet row stays this many intervals, dimming, before it goes
+# MySQL >= 8.0.30 keeps its redo log in 32 files of this directory and moves on to the next
+# every few seconds: by default the file rows show one row for them (key o, --unfold-redo)
+REDO_DIR = "#innodb_redo"
+FOLDED_PREFIX = "folded:"  # the key of a folded row: never a file's "dev:ino" key
 SORT_KEYS = {
     "write": lambda r: r.write_bps,
     "wops": lambda r: r.write_ops_ps,
@@ -178,9 +183,19 @@ def _server_labels(view: ThreadView | None, group: str) -> tuple[str, str]:
     return (view.key(group), view.label(group)) if view is not None else (NO_VIEW, NO_VIEW)
 
 
-def group_key(f: FileActivity, group: str) -> list[tuple[str, str, Counts]]:
-    """(key, label, counts) of the groups a file's activity belongs to."""
+def redo_dir(f: FileActivity) -> str | None:
+    """The redo directory (MySQL's #innodb_redo) a file of the redo log is in, else None."""
+    directory = os.path.dirname(f.path)
+    return directory if f.kind == "redo" and os.path.basename(directory) == REDO_DIR else None
+
+
+def group_key(f: FileActivity, group: str, fold_redo: bool = False) -> list[tuple[str, str, Counts]]:
+    """(key, label, counts) of the groups a file's activity belongs to; with fold_redo, the
+    files of MySQL's redo directory are one row (labelled by ScreenState with their count)."""
     if group == "file":
+        directory = redo_dir(f) if fold_redo else None
+        if directory is not None:
+            return [(FOLDED_PREFIX + directory, directory, f)]
         return [(f.key, f.label, f)]
     if group == "kind":
         return [(f.kind, f.kind, f)]
@@ -204,13 +219,16 @@ class ScreenState:
         filters: Filters | None = None,
         latency: bool = False,
         view: str = "syscalls",
+        fold_redo: bool = True,
     ) -> None:
         self.group = group
+        self.fold_redo = fold_redo  # MySQL's redo files as one row (group "file")
         self.sort = sort
         self.latency = latency  # latency columns shown
         self.view = view  # VIEWS: the syscall columns or the page cache's
         self.filters = filters or Filters()
         self._tracks: dict[str, _Track] = {}
+        self._folded: dict[str, set[str]] = {}  # a folded row's key -> the files seen in it (their keys)
         self.totals: dict[str, tuple[str, str, Counts]] = {}  # whole session, per file
         self.lost_events = 0
         self.lost_by: Counter[str] = Counter()  # lost_events by the counter that lost them
@@ -230,10 +248,16 @@ class ScreenState:
             self._add_total(f)
             if not self.filters.keep(f):
                 continue
-            for key, label, counts in group_key(f, self.group):
+            for key, label, counts in group_key(f, self.group, self.fold_redo):
+                if key.startswith(FOLDED_PREFIX):
+                    seen = self._folded.setdefault(key, set())
+                    seen.add(f.key)
+                    label = f"{label} ({len(seen)} files)"
                 if key not in current:
                     kind = self.group if self.group in THREAD_GROUPS else f.kind
                     current[key] = (label, kind, Counts(), {})
+                elif key.startswith(FOLDED_PREFIX):
+                    current[key] = (label, *current[key][1:])  # the count as of the last file
                 current[key][2].merge(counts)
                 if self.group in SERVER_GROUPS:
                     by_kind = kinds.setdefault(key, {})
@@ -275,6 +299,11 @@ class ScreenState:
 
     def regroup(self, group: str) -> None:
         self.group = group
+        self._tracks.clear()
+
+    def switch_redo_fold(self) -> None:
+        """MySQL's redo files as one row, or a row each (from the next interval on)."""
+        self.fold_redo = not self.fold_redo
         self._tracks.clear()
 
     def _add_total(self, f: FileActivity) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -47,6 +48,8 @@ def thread_timeline(path: str, group: str) -> Timeline:
     if not timeline.samples:
         why = timeline.last_error or "it was recorded without --mysql"
         raise UserError(f"--group {group}: {path} has no samples of the server's threads ({why})")
+    if timeline.warning:  # what record said when the samples were taken
+        print(f"mysqlio: warning: {timeline.warning}", file=sys.stderr)
     return timeline
 
 

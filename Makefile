@@ -58,7 +58,7 @@ $(SYSCALL_LOOP): tools/syscall_loop.c tools/Makefile
 test: setup
 	$(VENV)/bin/ruff check tracer tests tools
 	$(VENV)/bin/ruff format --check tracer tests tools
-	$(VENV)/bin/pytest -v tests
+	$(VENV)/bin/pytest -v --durations=30 tests
 
 lint:
 	$(VENV)/bin/ruff check tracer tests tools

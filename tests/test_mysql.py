@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,7 @@ from test_verify import LOAD_TOLERANCE, _verify
 from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.rooted_mysql import RootedMySQL
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import FileTotals, read_json_line, start_top, stop_top
+from mysqlio.devtools.traced import FileTotals, read_json_line, report_json, start_record, start_top, stop_top
 from mysqlio.mysql_conn import ConnectionOptions, Connector
 from mysqlio.server_status import StatusSampler
 
@@ -145,13 +146,16 @@ def _expected_kind(relative: str) -> str | None:
 
 
 def test_writes_by_kind_and_file_match_performance_schema(
-    bpf_ready: None, mysql: tuple[RootedMySQL, Sysbench], capsys: pytest.CaptureFixture[str]
+    bpf_ready: None, mysql: tuple[RootedMySQL, Sysbench], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Quiet edges, sysbench between: per kind (redo summed over every redo file, recycled
     ones included) and per file over MIN_BYTES, mysqlio's write bytes within 1 % of
-    performance_schema's, 0 lost; every file of a known kind named that kind."""
+    performance_schema's, 0 lost; every file of a known kind named that kind. `record`
+    runs over the same window: `report`'s bytes by kind are performance_schema's too."""
     db, bench = mysql
     s0 = _quiet(db)
+    trace = str(tmp_path / "mysql.trace")
+    rec = start_record(db.pid, trace)
     top = start_top(db.pid, interval_s=INTERVAL_S)
     assert top.stdout is not None
     totals = FileTotals()
@@ -164,10 +168,14 @@ def test_writes_by_kind_and_file_match_performance_schema(
         s2 = _quiet(db)
         time.sleep(INTERVAL_S * 1.2)
         objects, _ = stop_top(top)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
     finally:
-        if top.poll() is None:
-            top.kill()
-            top.wait()
+        for proc in (top, rec):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     for obj in objects:
         totals.add(obj)
     s3 = _instances(db)
@@ -217,6 +225,15 @@ def test_writes_by_kind_and_file_match_performance_schema(
     assert renamed, "no redo file was recycled in the window: the test does not cover renames"
     off = {k: v for k, v in by_kind.items() if abs(v[1] - v[0]) > TOLERANCE * v[0] or (v[1] and not v[0])}
     assert not off, f"write bytes by kind off by more than {TOLERANCE:.0%} (pfs, mysqlio): {off}"
+    report = report_json(trace)
+    assert report["lost_events"] == 0 and report["complete"], report["lost_by_reason"]
+    recorded = {k["kind"]: k["write_bytes"] for k in report["kinds"]}
+    off = {
+        k: (want, recorded.get(k, 0))
+        for k, (want, _) in by_kind.items()
+        if abs(recorded.get(k, 0) - want) > TOLERANCE * want
+    }
+    assert not off, f"report's write bytes by kind off by more than {TOLERANCE:.0%} (pfs, report): {off}"
 
     # per file, but redo (renamed files may carry an older name in a row of top)
     files = {path: wbytes for path, wbytes, _ in pfs.values() if wbytes > MIN_BYTES and "#innodb_redo" not in path}

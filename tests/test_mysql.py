@@ -26,8 +26,10 @@ import json
 import os
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,7 @@ INTERVAL_S = 1.0
 TOLERANCE = 0.01  # per kind and per file, relative; never loosen
 MIN_BYTES = 1 << 20  # per-file comparison for files performance_schema saw more than this written to
 VERIFY_S = 5
+EDGE_ATTEMPTS = 3
 REDO_MB = 32  # innodb_redo_log_capacity: 32 files of 1 MiB, each written > 1 MiB (judged) in a window
 
 # the kind mysqlio must give each file MySQL writes here, by its path under the base directory
@@ -134,11 +137,91 @@ def mysql(server_roots: dict[str, str]) -> Iterator[tuple[RootedMySQL, Sysbench]
             bench.stop()
 
 
-def _inode(path: str) -> int | None:
+class RedoNames:
+    """The names each file of the redo directory had, and when: the directory read every
+    POLL_S by a thread (d_ino: no stat) while the window runs."""
+
+    POLL_S = 0.005
+    # a row is named a moment after its interval's time (the drain), from names read then
+    BEFORE_S, AFTER_S = 0.05, 0.25
+
+    def __init__(self, directory: str) -> None:
+        self._dir = directory
+        self._seen: dict[int, list[tuple[float, str]]] = {}  # inode -> (time first seen so, name)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RedoNames:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            with os.scandir(self._dir) as entries:
+                for entry in entries:
+                    names = self._seen.setdefault(entry.inode(), [])
+                    if not names or names[-1][1] != entry.name:
+                        names.append((now, entry.name))
+            self._stop.wait(self.POLL_S)
+
+    def had(self, inode: int, at: float) -> set[str]:
+        """The names the file had at some time in [at - BEFORE_S, at + AFTER_S]."""
+        names = self._seen.get(inode, [])
+        start, end = at - self.BEFORE_S, at + self.AFTER_S
+        return {
+            name
+            for i, (since, name) in enumerate(names)
+            if since <= end and (i + 1 == len(names) or names[i + 1][0] >= start)
+        }
+
+
+@dataclass
+class Window:
+    s1: Instances  # performance_schema once the tracers were attached
+    s2: Instances  # and after the load, quiet again
+    totals: FileTotals  # top's
+    objects: list[dict[str, Any]]  # top's intervals after the first
+    redo_names: RedoNames
+
+
+def _traced_window(db: RootedMySQL, bench: Sysbench, trace: str) -> Window | str:
+    """top and record attached to a quiet server, sysbench, quiet again, both stopped; what
+    moved when an edge was not quiet (another attempt is due: a background thread wrote)."""
+    s0 = _quiet(db)
+    rec = start_record(db.pid, trace)
+    top = start_top(db.pid, interval_s=INTERVAL_S)
+    assert top.stdout is not None
+    totals = FileTotals()
+    redo_names = RedoNames(os.path.join(db.datadir, "#innodb_redo"))
     try:
-        return os.stat(path).st_ino
-    except FileNotFoundError:
-        return None
+        with redo_names:
+            totals.add(read_json_line(top.stdout, 30, "mysqlio top"))
+            s1 = _instances(db)
+            head = _delta(s0, s1)
+            bench.start(LOAD_S)
+            bench.wait(timeout_s=LOAD_S + 60)
+            s2 = _quiet(db)
+            time.sleep(INTERVAL_S * 1.2)
+            objects, _ = stop_top(top)
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=60)
+        assert rec.returncode == 0, err
+    finally:
+        for proc in (top, rec):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for obj in objects:
+        totals.add(obj)
+    tail = _delta(s2, _instances(db))
+    if head or tail:
+        return f"written around the attach: {sorted(head.values())}; after the last snapshot: {sorted(tail.values())}"
+    return Window(s1, s2, totals, objects, redo_names)
 
 
 def _expected_kind(relative: str) -> str | None:
@@ -153,42 +236,24 @@ def test_writes_by_kind_and_file_match_performance_schema(
     performance_schema's, 0 lost; every file of a known kind named that kind. `record`
     runs over the same window: `report`'s bytes by kind are performance_schema's too."""
     db, bench = mysql
-    s0 = _quiet(db)
-    trace = str(tmp_path / "mysql.trace")
-    rec = start_record(db.pid, trace)
-    top = start_top(db.pid, interval_s=INTERVAL_S)
-    assert top.stdout is not None
-    totals = FileTotals()
-    try:
-        totals.add(read_json_line(top.stdout, 30, "mysqlio top"))
-        s1 = _instances(db)
-        assert not _delta(s0, s1), "writes around the attach: the window is not exact"
-        bench.start(LOAD_S)
-        bench.wait(timeout_s=LOAD_S + 60)
-        s2 = _quiet(db)
-        time.sleep(INTERVAL_S * 1.2)
-        objects, _ = stop_top(top)
-        rec.send_signal(signal.SIGINT)
-        _, err = rec.communicate(timeout=60)
-        assert rec.returncode == 0, err
-    finally:
-        for proc in (top, rec):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for obj in objects:
-        totals.add(obj)
-    s3 = _instances(db)
-    # the redo files' names are current (MySQL renames them while open): after the load, with
-    # no rename since, every redo row of top names a path that holds that inode
-    stale = [
-        (f["path"], f["ino"])
-        for obj in objects[-2:]
+    for attempt in range(1, EDGE_ATTEMPTS + 1):
+        trace = str(tmp_path / f"mysql-{attempt}.trace")
+        window = _traced_window(db, bench, trace)
+        if isinstance(window, Window):
+            break
+        print(f"attempt {attempt} of {EDGE_ATTEMPTS}: {window}")
+    else:
+        pytest.fail(f"MySQL was not quiet at the window's edges in {EDGE_ATTEMPTS} attempts: {window}")
+    s1, s2, totals, objects = window.s1, window.s2, window.totals, window.objects
+    # every redo row of top names its file by the name the file had when the interval ended
+    # (MySQL renames its redo files, open or not, several times a second under load)
+    wrong = [
+        (obj["time"], f["path"], f["ino"])
+        for obj in objects
         for f in obj["files"]
-        if f["kind"] == "redo" and _inode(f["path"]) != f["ino"]
+        if f["kind"] == "redo" and os.path.basename(f["path"]) not in window.redo_names.had(f["ino"], obj["time"])
     ]
-    assert not stale, f"redo rows named by a name their file no longer has: {stale}"
-    assert not _delta(s2, s3), "writes after the last snapshot: the window is not exact"
+    assert not wrong, f"redo rows named by a name their file did not have then: {wrong[:5]}"
     assert totals.lost_events == 0
 
     pfs = _delta(s1, s2)

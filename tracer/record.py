@@ -79,7 +79,7 @@ def parse_size(text: str) -> int:
 
 
 class _Names:
-    """(kernel dev, ino) -> FileInfo and tid -> thread name, looked up once each."""
+    """(kernel dev, ino) -> FileInfo (checked every batch) and tid -> thread name (looked up once)."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -87,10 +87,16 @@ class _Names:
         self.threads: dict[int, str] = {}
 
     def learn(self, keys: BatchKeys) -> None:
+        """The names of a batch's files: each asked of the resolver again in every batch,
+        which checks them once an interval (a file renamed since, as MySQL recycles its
+        redo files, is named anew: the trace holds each event's path as it was then)."""
         session = self._session
         for kdev, ino in zip(keys.u_dev.tolist(), keys.u_ino.tolist(), strict=True):
-            if (kdev, ino) not in self.files:
-                resolved = session.resolver.resolve(FileIdentity.from_kernel(kdev, ino))
+            resolved = session.resolver.resolve(FileIdentity.from_kernel(kdev, ino))
+            known = self.files.get((kdev, ino))
+            if known is not None and resolved.source == "unknown":
+                continue  # no name now (closed, walked long ago): the one it had stays
+            if known is None or (known.path, known.deleted) != (resolved.path, resolved.deleted):
                 self.files[(kdev, ino)] = FileInfo(
                     path=resolved.path,
                     kind=session.classifier.kind(resolved.path),

@@ -2,9 +2,10 @@
 
 Order of trust: the traced process's own open fds (/proc/PID/fd, exact; a name
 read there is checked to still hold its inode once an interval, and /proc read
-again when it does not: a file renamed while open), then the path the kernel walked from the dentry at the first request
-(checked against the disk: if that name now holds another inode, the file was
-renamed or deleted, and its directory is searched for the inode). A name the
+again when it does not: a file renamed while open), then the path the kernel
+walked from the dentry at the first request (checked against the disk: if that
+name now holds another inode, the file was renamed or deleted, and its
+directory is searched for the inode; so is a name given in an earlier interval). A name the
 probe cut short (".../a/b", deeper than its PATH_DEPTH components) is completed
 from the process's working directory (mysqld's datadir) or root where their
 components overlap, when the completed path holds that inode. A file the

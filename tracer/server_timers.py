@@ -35,6 +35,11 @@ VARIABLES = (
     "datadir",
     "innodb_flush_log_at_trx_commit",
     "innodb_flush_log_at_timeout",
+    # MySQL 8.0.22+: ON, the log flusher thread syncs the redo log every innodb_flush_log_at_timeout
+    # (trx_commit 0 / 2); OFF, the master thread's 1 s loop does (the default below 32 CPUs with
+    # the binary log on; since 9.5, at up to 4 CPUs without it)
+    "innodb_log_writer_threads",
+    "innodb_page_cleaners",
     "innodb_io_capacity",
     "innodb_io_capacity_max",
     "innodb_adaptive_flushing",
@@ -45,6 +50,8 @@ VARIABLES = (
     "aria_checkpoint_interval",
     "event_scheduler",
     "sync_binlog",
+    "binlog_group_commit_sync_delay",  # MySQL: µs each binlog group waits before its sync
+    "binlog_group_commit_sync_no_delay_count",  # ... unless this many commits came first (0: off)
     "flush_time",
 )
 REFRESH_S = 60.0  # the settings are read again this often (SET GLOBAL changes them)
@@ -104,6 +111,12 @@ class ServerFacts:
     @property
     def scheduler_on(self) -> bool:
         return (self.text("event_scheduler") or "").upper() in ("ON", "1")
+
+    @property
+    def mariadb(self) -> bool | None:
+        """MariaDB (its version says so), or Oracle MySQL (or a fork); None: no version."""
+        version = self.text("version")
+        return None if version is None else "mariadb" in version.lower()
 
     @property
     def datadir(self) -> str | None:

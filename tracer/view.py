@@ -5,11 +5,11 @@ Pure data in, data out (no terminal): `render.py` draws what this produces.
 
 from __future__ import annotations
 
-import os
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .bursts.fold import FOLDED_KEY, folded_label, redo_dir
 from .devices import DeviceActivity
 from .filters import Filters
 from .latency import Histogram
@@ -41,10 +41,9 @@ OWNER_LABELS = {"server_files": "server", "server_direct": "direct", "filesystem
 THREAD_GROUPS = ("thread", *SERVER_GROUPS)
 NO_VIEW = "(no server view)"  # a thread row without the server's view (no sample yet, or none possible)
 FADE_INTERVALS = 5  # a quiet row stays this many intervals, dimming, before it goes
-# MySQL >= 8.0.30 keeps its redo log in 32 files of this directory and moves on to the next
-# every few seconds: by default the file rows show one row for them (key o, --unfold-redo)
-REDO_DIR = "#innodb_redo"
-FOLDED_PREFIX = "folded:"  # the key of a folded row: never a file's "dev:ino" key
+# MySQL >= 8.0.30 keeps its redo log in 32 files of #innodb_redo and moves on to the next
+# every few seconds: by default the file rows show one row for them (key o, --unfold-redo),
+# as the burst detector takes them as one series (bursts.fold)
 SORT_KEYS = {
     "write": lambda r: r.write_bps,
     "wops": lambda r: r.write_ops_ps,
@@ -183,19 +182,13 @@ def _server_labels(view: ThreadView | None, group: str) -> tuple[str, str]:
     return (view.key(group), view.label(group)) if view is not None else (NO_VIEW, NO_VIEW)
 
 
-def redo_dir(f: FileActivity) -> str | None:
-    """The redo directory (MySQL's #innodb_redo) a file of the redo log is in, else None."""
-    directory = os.path.dirname(f.path)
-    return directory if f.kind == "redo" and os.path.basename(directory) == REDO_DIR else None
-
-
 def group_key(f: FileActivity, group: str, fold_redo: bool = False) -> list[tuple[str, str, Counts]]:
     """(key, label, counts) of the groups a file's activity belongs to; with fold_redo, the
     files of MySQL's redo directory are one row (labelled by ScreenState with their count)."""
     if group == "file":
-        directory = redo_dir(f) if fold_redo else None
+        directory = redo_dir(f.path, f.kind) if fold_redo else None
         if directory is not None:
-            return [(FOLDED_PREFIX + directory, directory, f)]
+            return [(FOLDED_KEY + directory, directory, f)]
         return [(f.key, f.label, f)]
     if group == "kind":
         return [(f.kind, f.kind, f)]
@@ -249,14 +242,14 @@ class ScreenState:
             if not self.filters.keep(f):
                 continue
             for key, label, counts in group_key(f, self.group, self.fold_redo):
-                if key.startswith(FOLDED_PREFIX):
+                if key.startswith(FOLDED_KEY):
                     seen = self._folded.setdefault(key, set())
                     seen.add(f.key)
-                    label = f"{label} ({len(seen)} files)"
+                    label = folded_label(label, len(seen))
                 if key not in current:
                     kind = self.group if self.group in THREAD_GROUPS else f.kind
                     current[key] = (label, kind, Counts(), {})
-                elif key.startswith(FOLDED_PREFIX):
+                elif key.startswith(FOLDED_KEY):
                     current[key] = (label, *current[key][1:])  # the count as of the last file
                 current[key][2].merge(counts)
                 if self.group in SERVER_GROUPS:

@@ -52,6 +52,7 @@ intervals, where the file has no syncs otherwise, is a train of its own
 (`Train.metronome`). A recorded trace has writes, syncs and writeback in 0.1 s bins instead.
 
 The modules, in the order of the data:
+- `fold`: which files are one series (MySQL's redo directory), shared with the live screen's rows;
 - `train`: the data (`Series` in, `Burst` and `Train` out) and its JSON;
 - `rules`: the detector's tuning constants and `Rules` (`BATCH`, `LIVE`);
 - `find`: step 1, the bursts of one series;

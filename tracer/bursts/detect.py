@@ -139,11 +139,12 @@ def detect_series(s: Series, rules: Rules = BATCH) -> list[Train]:
                 chain_train(s.name, s.kind, metric, b, c, total, s.writeback_by)
                 for c in find_chains(b, s.resolution_s, span, rules)
             ]
-    if s.sync_call:
-        for t in out:
-            if t.metric == "sync":
-                t.sync_call = s.sync_call
-                t.explanation = explain(t)
+    for t in out:
+        if t.metric == "sync" and s.sync_call:
+            t.sync_call = s.sync_call
+        t.files = s.files
+        if (t.metric == "sync" and s.sync_call) or s.files is not None:
+            t.explanation = explain(t)
     return out
 
 

@@ -11,6 +11,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..units import human_bytes, printable
+from .fold import folded_label
 from .server_causes import generic_ok, server_cause
 from .train import Train
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 EXPLAIN_TOL = 0.15  # a known timer matches within +-15 % of its period
 
-_PAGES = frozenset({"system", "doublewrite", "table", "undo"})
+_PAGES = frozenset({"system", "doublewrite", "table", "undo", "dictionary"})  # dictionary: MySQL's mysql.ibd
 PAGE = 16 << 10  # InnoDB's default page size
 
 # (kinds, metric, period_s, why): the timers of docs "Periodic behaviour that shows up as bursts"
@@ -153,6 +154,8 @@ def explain(t: Train, facts: ServerFacts | None = None) -> str:
     """One line: file · what · how often → cause (or "unknown"). With the server's
     facts (--mysql), what the server says comes first (server_causes)."""
     name = printable(os.path.basename(t.file) or t.file)
+    if t.files is not None:  # MySQL's redo directory, its files one series: "#innodb_redo (5 files)"
+        name = folded_label(name, t.files)
     # a region of ibdata1 is a file of its own for the detector: "…/ibdata1 · doublewrite"
     region = name.rsplit(" · ", 1)[1] if " · " in name and t.kind == "system" else ""
     server_why = server_cause(t, facts) if facts is not None else None

@@ -14,6 +14,7 @@ from .chains import find_chains, median_of
 from .detect import chain_train, metronome_runs, metronome_train, pair_twins
 from .explain import explain
 from .find import SeriesBursts, thresholds
+from .fold import FOLDED_KEY, redo_dir
 from .rules import (
     LIVE,
     LIVE_BURSTS,
@@ -72,6 +73,15 @@ def banner_order(trains: Iterable[Train]) -> list[Train]:
 
 def _field(f: Any, name: str, default: Any = None) -> Any:
     return f.get(name, default) if isinstance(f, dict) else getattr(f, name, default)
+
+
+def _identity(f: Any) -> str:
+    """What tells a file from another across renames: a model.FileActivity's key, or the
+    dev:ino of a file of `top --json`."""
+    key = getattr(f, "key", None)
+    if isinstance(key, str):
+        return key
+    return f"{_field(f, 'dev')}:{_field(f, 'ino')}" if _field(f, "ino") is not None else _field(f, "path")
 
 
 def _requests(b: _LiveBurst, metric: str) -> float:
@@ -134,6 +144,7 @@ class BurstTracker:
         self._seen: dict[tuple[int, str], int] = {}  # bursts so far: every one was a new search
         self._sync_calls: dict[int, list[int]] = {}  # row -> its calls of each SYNC_CALLS so far
         self._wb_by: dict[int, dict[str, float]] = {}  # row -> bytes written back by each cause so far
+        self._folded_files: dict[int, set[str]] = {}  # a folded row -> the files seen in it
         self._cur_by: dict[int, dict[str, float]] = {}  # ... in the current interval
         self._active: dict[tuple[int, str], Train] = {}
         self._dts: deque[float] = deque(maxlen=16)
@@ -167,9 +178,14 @@ class BurstTracker:
                 path, values = f.path, (f.write_bytes, f.write_ops, f.sync_ops)
             region = _field(f, "region", "")
             path += f" · {region}" if region else ""  # a region of ibdata1: a train of its own
-            i = index.get(path)
+            kind = _field(f, "kind")
+            directory = redo_dir(path, kind)  # MySQL's redo files: one series (bursts.fold)
+            key = path if directory is None else FOLDED_KEY + directory
+            i = index.get(key)
             if i is None:
-                i = self._add(path, _field(f, "kind"))
+                i = self._add(key, kind, directory)
+            if directory is not None:
+                self._folded_files.setdefault(i, set()).add(_identity(f))
             if values[2]:  # which sync call the file uses, when the interval says
                 calls = self._sync_calls.setdefault(i, [0] * len(SYNC_CALLS))
                 for c, name in enumerate(SYNC_CALLS):
@@ -258,7 +274,8 @@ class BurstTracker:
 
     # ---- internals
 
-    def _add(self, path: str, kind: str) -> int:
+    def _add(self, key: str, kind: str, name: str | None = None) -> int:
+        """A new row: a file by its path (`key`), or a folded series by FOLDED_KEY and `name`."""
         i = self._rows
         if i == self._buf.shape[1]:
             grow = 2 * i
@@ -274,8 +291,8 @@ class BurstTracker:
             self._open = np.concatenate([self._open, np.zeros((3, grow - i), np.bool_)], axis=1)
             self._ready = np.concatenate([self._ready, np.zeros((3, grow - i), np.bool_)], axis=1)
             self._quiet = np.concatenate([self._quiet, np.zeros((3, grow - i), np.int64)], axis=1)
-        self._index[path] = i
-        self._names.append(path)
+        self._index[key] = i
+        self._names.append(name or key)
         self._kinds.append(kind)
         self._first[i] = max(0, self._n - self.history)  # absent from the intervals so far: idle in them
         self._buf[:, i] = 0.0
@@ -486,10 +503,14 @@ class BurstTracker:
         return max(causes, key=causes.__getitem__) if causes else None
 
     def _named(self, i: int, train: Train) -> Train:
-        """A sync train says which sync call the file uses (fsync when no interval said)."""
+        """A sync train says which sync call the file uses (fsync when no interval said); a
+        folded series, how many files it has seen."""
         calls = self._sync_calls.get(i)
         if train.metric == "sync" and calls and max(calls) > 0:
             train.sync_call = SYNC_CALLS[calls.index(max(calls))]
+            train.explanation = explain(train)
+        if i in self._folded_files:
+            train.files = len(self._folded_files[i])
             train.explanation = explain(train)
         return train
 

@@ -14,6 +14,7 @@ from ..trace import TraceReader
 from ..trace_counts import SecondRows
 from ..trace_events import Decoder, Events
 from .detect import detect
+from .fold import FOLDED_KEY, redo_dir
 from .rules import MIN_BURSTS
 from .train import SYNC_CALLS, Series, Train
 
@@ -50,6 +51,11 @@ class SeriesBuilder:
         self._wb_by = np.zeros((0, len(BY_NAMES)), np.int64)  # path id -> bytes written back by each cause
         self._kind_of = np.full(0, -1, np.int64)  # path id -> kind id
         self._sync_calls = np.zeros((0, len(SYNC_CALLS)), np.int64)  # path id -> its calls of each SYNC_CALLS
+        # path id -> the id of its series: its own, or for a file of MySQL's redo directory the
+        # directory's (bursts.fold); -1: not known yet
+        self._series_of = np.zeros(0, np.int64)
+        self._folded: dict[int, str] = {}  # the id of a folded series -> its name (the directory)
+        self._folded_files: dict[int, set[tuple[int, int]]] = {}  # a folded series' id -> its files (dev, ino)
         self._t_min = math.inf
         self._t_max = -math.inf
 
@@ -58,7 +64,7 @@ class SeriesBuilder:
             return
         self._t_min = min(self._t_min, float(ev.t.min()))
         self._t_max = max(self._t_max, float(ev.t.max()))
-        path = dec.region_paths(ev)  # a region of ibdata1 is a file of its own here
+        path = self._series_ids(dec.region_paths(ev), ev, dec)  # a region of ibdata1 is a file of its own here
         n_paths = max(1, len(dec.paths.values))
         known = len(self._kind_of)
         if known < n_paths:  # a path's kind never changes: only new paths need theirs
@@ -111,9 +117,42 @@ class SeriesBuilder:
                 .astype(np.int64)
                 .reshape(n_paths, n_by)
             )
+        if self._folded:
+            self._count_files(path, ev, np.isin(path, list(self._folded)))
         for rows in (self._writes, self._syncs, self._writeback):
             if rows.rows > 1_000_000:
                 rows.compact()
+
+    def _series_ids(self, path: np.ndarray, ev: Events, dec: Decoder) -> np.ndarray:
+        """Each event's series id: its path id, or for a file of MySQL's redo directory the
+        directory's (one series for the files InnoDB recycles: bursts.fold)."""
+        size = len(dec.paths.values)
+        if len(self._series_of) < size:
+            grow = np.full(size - len(self._series_of), -1, np.int64)
+            self._series_of = np.concatenate([self._series_of, grow])
+        todo = self._series_of[path] < 0
+        if todo.any():
+            ids, first = np.unique(path[todo], return_index=True)
+            kinds = ev.kind[np.flatnonzero(todo)[first]]
+            for pid, kind_id in zip(ids.tolist(), kinds.tolist(), strict=True):
+                directory = redo_dir(dec.paths.values[pid], dec.kinds.values[kind_id])
+                if directory is None:
+                    self._series_of[pid] = pid
+                    continue
+                # a name no event has (not the directory's: an fsync of it stays apart)
+                sid = dec.paths.add(FOLDED_KEY + directory)
+                self._folded[sid] = directory
+                self._series_of[pid] = sid
+        return self._series_of[path]
+
+    def _count_files(self, sid: np.ndarray, ev: Events, mask: np.ndarray) -> None:
+        """The files each folded series holds, by (dev, ino): a recycled file is one file
+        under each of its names (as the live screen's folded row counts them)."""
+        if not mask.any():
+            return
+        rows = np.unique(np.stack([sid[mask], ev.dev[mask].astype(np.int64), ev.ino[mask].astype(np.int64)]), axis=1)
+        for s, dev, ino in rows.T.tolist():
+            self._folded_files.setdefault(s, set()).add((dev, ino))
 
     def series(self, dec: Decoder, min_bins: int = MIN_BURSTS) -> Iterator[Series]:
         """One Series per file and metric with activity in at least `min_bins` bins,
@@ -143,14 +182,16 @@ class SeriesBuilder:
                 kind = dec.kinds.values[kind_id] if kind_id >= 0 else "other"
                 dense = np.zeros((hi - lo + 1, values.shape[1]))
                 np.add.at(dense, sec[a:b] - lo, values[a:b])
-                name = dec.paths.values[pid]
+                name = self._folded.get(pid) or dec.paths.values[pid]
+                files = len(self._folded_files.get(pid, ())) if pid in self._folded else None
                 if metric == "write":
-                    yield Series(name, kind, r, lo * r, bytes=dense[:, 0], ops=dense[:, 1])
+                    yield Series(name, kind, r, lo * r, bytes=dense[:, 0], ops=dense[:, 1], files=files)
                 elif metric == "writeback":
-                    yield Series(name, kind, r, lo * r, writeback=dense[:, 0], writeback_by=self._dominant_by(pid))
+                    by = self._dominant_by(pid)
+                    yield Series(name, kind, r, lo * r, writeback=dense[:, 0], writeback_by=by, files=files)
                 else:
                     call = SYNC_CALLS[int(np.argmax(self._sync_calls[pid]))] if pid < len(self._sync_calls) else None
-                    yield Series(name, kind, r, lo * r, syncs=dense[:, 0], sync_call=call)
+                    yield Series(name, kind, r, lo * r, syncs=dense[:, 0], sync_call=call, files=files)
 
     def _dominant_by(self, pid: int) -> str | None:
         """The cause of most of the file's writeback (None: none known)."""

@@ -12,10 +12,20 @@ The rules, in order (a period matches within EXPLAIN_TOL):
   log, the events that write InnoDB tables (their ENGINE, as the server gives it);
 - the redo log's syncs at innodb_flush_log_at_timeout (1 s by default): with
   innodb_flush_log_at_trx_commit 0 or 2, that setting (commits do not sync); with 1, the
-  background flush of the same timer (commits sync as well); its writes with 0 too;
-- InnoDB page files (ibdataN, .ibd, undo, doublewrite) at 1 s: the page cleaner's 1 s
-  loop (the master thread's in 5.5), with innodb_io_capacity (pages per second),
-  innodb_io_capacity_max, adaptive flushing and the dirty-page limits it flushes by;
+  background flush of the same timer (commits sync as well); its writes with 0 too. On
+  MySQL 8.0.22+ (innodb_log_writer_threads, log0write.cc, srv0srv.cc) the thread is
+  named: ON, the log flusher thread syncs every innodb_flush_log_at_timeout when
+  trx_commit is 0 or 2 (with 1 it syncs as commits ask, on no timer: no cause; the log
+  writer writes as the log buffer fills, on no timer either); OFF, no log thread runs and
+  the master thread's 1 s loop writes and syncs the redo log (log_buffer_sync_in_background,
+  whatever innodb_flush_log_at_timeout says);
+- InnoDB page files (ibdataN, .ibd, undo, doublewrite, MySQL's mysql.ibd) at 1 s: the page
+  cleaner's 1 s loop (the master thread's in 5.5), with innodb_io_capacity (pages per
+  second), innodb_io_capacity_max, adaptive flushing and the dirty-page limits it flushes
+  by, and on MySQL its innodb_page_cleaners threads (MariaDB 10.5 shows and ignores it);
+- the binary log's syncs at binlog_group_commit_sync_delay (MySQL, µs; 0: none) with
+  sync_binlog=1: each group of commits waits that long before its sync, so a steady load
+  syncs it at that period;
 - Aria files at aria_checkpoint_interval (0: no checkpoints);
 - MyISAM files at flush_time (0, the default: never).
 """
@@ -34,7 +44,7 @@ if TYPE_CHECKING:
     from ..server_timers import ServerEvent, ServerFacts
 
 EXPLAIN_TOL = 0.15  # as explain.EXPLAIN_TOL: a timer matches within +-15 % of its period
-PAGE_KINDS = frozenset({"system", "doublewrite", "table", "undo"})
+PAGE_KINDS = frozenset({"system", "doublewrite", "table", "undo", "dictionary"})  # MySQL's mysql.ibd too
 # what made the kernel write back, for the server's timers: its syncs, its writes
 _SYNC_BY = frozenset({"fsync", "fdatasync", "sync_file_range", "msync"})
 _WRITE_BY = frozenset({"write", "server_other"})
@@ -104,13 +114,40 @@ def _event_cause(t: Train, facts: ServerFacts) -> str | None:
     return None
 
 
+def _master_redo_cause(t: Train, metric: str, trx: str) -> str | None:
+    """MySQL 8.0.22+ with innodb_log_writer_threads=OFF: the master thread writes and syncs
+    the redo log in its 1 s loop (innodb_flush_log_at_timeout is not read then)."""
+    if not _near(t.period_s, 1.0):
+        return None
+    loop, off = "the InnoDB master thread's 1 s loop", "innodb_log_writer_threads=OFF: no log flusher thread"
+    if metric == "sync" and trx in ("0", "2"):
+        return f"innodb_flush_log_at_trx_commit={trx}: the redo log is synced by {loop}, not at commit ({off})"
+    if metric == "write" and trx == "0":
+        return f"innodb_flush_log_at_trx_commit=0: the redo log is written and synced by {loop} ({off})"
+    if metric == "sync" and trx == "1":
+        return f"{loop} syncs what commits have not (innodb_flush_log_at_trx_commit=1 syncs at commit; {off})"
+    return None
+
+
 def _redo_cause(t: Train, metric: str, facts: ServerFacts) -> str | None:
     trx = facts.text("innodb_flush_log_at_trx_commit")
+    if trx is None:
+        return None
+    writer_threads = facts.on("innodb_log_writer_threads")  # MySQL 8.0.22+ only
+    if writer_threads is False:
+        return _master_redo_cause(t, metric, trx)
     timeout = facts.number("innodb_flush_log_at_timeout")
     timeout = timeout if timeout is not None else 1.0
-    if trx is None or not _near(t.period_s, timeout):
+    if not _near(t.period_s, timeout):
         return None
     every = f"innodb_flush_log_at_timeout={timeout:g} s"
+    if writer_threads:  # the log flusher's timer, with trx_commit 0 or 2 only
+        if metric == "sync" and trx in ("0", "2"):
+            return (
+                f"innodb_flush_log_at_trx_commit={trx}: the redo log is synced by the log flusher thread every "
+                f"{every}, not at commit"
+            )
+        return None
     if metric == "sync" and trx in ("0", "2"):
         return f"innodb_flush_log_at_trx_commit={trx}: the redo log is synced every {every}, not at commit"
     if metric == "write" and trx == "0":
@@ -143,8 +180,24 @@ def _page_cause(t: Train, facts: ServerFacts) -> str | None:
         return None
     version = facts.text("version") or ""
     loop = "the InnoDB master thread's 1 s loop" if version.startswith("5.5") else "the page cleaner's 1 s loop"
+    cleaners = facts.text("innodb_page_cleaners")
+    if cleaners is not None and facts.mariadb is False and not version.startswith("5.5"):
+        loop += f" (innodb_page_cleaners={cleaners})"  # MySQL's; MariaDB 10.5 ignores it
     settings = _flushing_settings(facts)
     return f"{loop}: {settings}" if settings else loop
+
+
+def _binlog_cause(t: Train, metric: str, facts: ServerFacts) -> str | None:
+    """MySQL's binlog_group_commit_sync_delay: no timer, but with sync_binlog=1 each group of
+    commits waits that long before its sync (binlog.cc, ordered_commit), so under a steady
+    load the syncs come at that period; not when binlog_group_commit_sync_no_delay_count
+    commits may end the wait first, nor with sync_binlog > 1 (only the syncing group waits)."""
+    delay_us = facts.number("binlog_group_commit_sync_delay")
+    if metric != "sync" or not delay_us or facts.number("sync_binlog") != 1:
+        return None
+    if facts.number("binlog_group_commit_sync_no_delay_count") or not _near(t.period_s, delay_us / 1e6):
+        return None
+    return f"binlog group commit: each group waits binlog_group_commit_sync_delay={delay_us:g} µs before its sync"
 
 
 def server_cause(t: Train, facts: ServerFacts) -> str | None:
@@ -157,6 +210,8 @@ def server_cause(t: Train, facts: ServerFacts) -> str | None:
         return cause
     if t.kind == "redo":
         return _redo_cause(t, metric, facts)
+    if t.kind == "binlog":
+        return _binlog_cause(t, metric, facts)
     if t.kind in PAGE_KINDS:
         return _page_cause(t, facts)
     if t.kind == "aria":

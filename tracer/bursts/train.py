@@ -36,6 +36,8 @@ class Series:
     sync_call: str | None = None  # the file's usual sync: fsync, fdatasync, sync_file_range or msync
     writeback: np.ndarray | None = None
     writeback_by: str | None = None  # the cause of most of its writeback: fsync, flusher_periodic, ...
+    # files folded into this series (bursts.fold: MySQL's redo directory, `name`), None: one file
+    files: int | None = None
 
     def values(self, metric: str) -> np.ndarray | None:
         """The bins of one metric (METRICS), None when not analysed."""
@@ -97,9 +99,11 @@ class Train:
     # the metric of the same file's other train of the same period: "writeback" for a write
     # train whose bytes reach the disk as a writeback train, "write" for that writeback train
     twin: str | None = None
+    # a folded series (bursts.fold: MySQL's redo directory, `file`): the files it holds
+    files: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "file": self.file,
             "kind": self.kind,
             "metric": self.metric,
@@ -122,6 +126,9 @@ class Train:
             "twin": self.twin,
             "onsets_s": [round(b.start_s, 3) for b in self.members],
         }
+        if self.files is not None:  # a folded series (MySQL's redo directory) only
+            out["files"] = self.files
+        return out
 
 
 def trains_json(trains: Sequence[Train]) -> list[dict[str, Any]]:

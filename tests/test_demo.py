@@ -1,5 +1,5 @@
 """`mysqlio demo -n N` runs non-interactively, shows its periodic burst, and leaves
-nothing behind."""
+nothing behind; `demo --server mysql` does so on Oracle MySQL 9.7 in a terminal."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 import pytest
@@ -88,3 +92,91 @@ def test_demo_shows_the_periodic_burst_and_cleans_up(bpf_ready: None) -> None:
     assert pid not in _servers(), "demo left its mariadbd running"
     (base,) = {m[0] for f in intervals[-1]["files"] if (m := re.match(r"/tmp/mysqlio-mariadb-[^/]+", f["path"]))}
     assert base not in before_dirs and not os.path.exists(base), "demo left its temp dir"
+
+
+MYSQL_SESSION = "mysqlio-demo-mysql-test"  # its own tmux session (test_tui_pty has another)
+MYSQL_SCREEN_TIMEOUT_S = 120  # server start, sysbench prepare, three bursts: about 25 s here
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
+
+
+def _screen_until(predicate: Callable[[str], bool], timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    screen = ""
+    while time.monotonic() < deadline:
+        screen = _tmux("capture-pane", "-p", "-t", MYSQL_SESSION)
+        if predicate(screen):
+            return screen
+        time.sleep(0.5)
+    raise AssertionError(f"the demo's screen never showed it; last screen:\n{screen}")
+
+
+def _row(screen: str, needle: str) -> list[str]:
+    return next((line.split() for line in screen.splitlines() if needle in line), [])
+
+
+def test_demo_on_mysql_in_a_terminal(bpf_ready: None, server_roots: dict[str, str], tmp_path: Path) -> None:
+    """`demo --server mysql` on its live screen (tmux, 200 columns): Oracle MySQL 9.7 in its
+    root, the banner naming the MyISAM train after its event, MySQL's own files as rows (the
+    redo directory folded into one row, the doublewrite file); Ctrl-C ends it with its mysqld
+    and base directory gone."""
+    assert shutil.which("tmux"), "tmux is needed (make setup installs it)"
+    err, done = tmp_path / "stderr", tmp_path / "exit-code"
+    event = f"→ event {BURST_SCHEMA}.{BURST_EVENT} (every {BURST_PERIOD_S} s, writes {BURST_SCHEMA}.{BURST_TABLE})"
+    demo = f"{sys.executable} -m mysqlio demo --server mysql -i {INTERVAL_S}"
+    # rich takes COLUMNS / LINES over the terminal's size (test_tui_pty.py)
+    cmd = f"env -u COLUMNS -u LINES {demo} 2> {err}; echo $? > {done}; sleep 30"
+    subprocess.run(["tmux", "kill-session", "-t", MYSQL_SESSION], capture_output=True, check=False)
+    started = time.monotonic()
+    _tmux("new-session", "-d", "-s", MYSQL_SESSION, "-x", "200", "-y", "50", cmd)
+    try:
+
+        def shown(screen: str) -> bool:
+            return event in screen and "#innodb_redo (" in screen and "#ib_16384_0.dblwr" in screen
+
+        screen = _screen_until(shown, MYSQL_SCREEN_TIMEOUT_S)
+        print(f"\ndemo --server mysql: screen after {time.monotonic() - started:.1f} s:\n{screen.rstrip()}")
+        found = re.search(r"^mysqlio demo: MySQL (\S+) pid (\d+);", err.read_text(), re.M)
+        assert found, err.read_text()
+        assert found[1].startswith("9.7."), found[1]
+        pid = int(found[2])
+        (config,) = [a for a in psutil.Process(pid).cmdline() if a.startswith("--defaults-file=")]
+        base = server_roots["sid-mysql"] + os.path.dirname(config.removeprefix("--defaults-file="))
+        assert os.path.isdir(base), base
+        banner = next(line for line in screen.splitlines() if line.startswith("periodic: "))
+        assert banner.startswith(f"periodic: {BURST_TABLE}.MYD · ") and event in banner, banner
+        assert _row(screen, "#innodb_redo (")[0] == "redo", screen
+        assert _row(screen, "#ib_16384_0.dblwr")[0] == "doublewrite", screen
+        _tmux("send-keys", "-t", MYSQL_SESSION, "C-c")
+        deadline = time.monotonic() + 60
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert done.exists(), f"the demo did not exit on Ctrl-C; stderr:\n{err.read_text()}"
+        assert done.read_text().strip() == "0", err.read_text()
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", MYSQL_SESSION], capture_output=True, check=False)
+    assert "mysqlio demo: stopping MySQL and removing its files" in err.read_text()
+    assert not psutil.pid_exists(pid), "the demo left its mysqld running"
+    assert not os.path.exists(base), "the demo left its base directory"
+
+
+def test_demo_on_mysql_says_in_one_line_why_it_cannot_build_the_root(bpf_ready: None, tmp_path: Path) -> None:
+    """No MySQL root in the cache and a mirror that refuses connections: one line that it is
+    building, one that it cannot and why (debootstrap's own last word), exit 2, no traceback."""
+    env = {**os.environ, "MYSQLIO_ROOTS_DIR": str(tmp_path), "MYSQLIO_DEBIAN_MIRROR": "http://127.0.0.1:9/debian"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "demo", "--server", "mysql", "-n", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    building, failed = proc.stderr.splitlines()
+    assert building.startswith(f"mysqlio demo: building Oracle MySQL's root {tmp_path}/sid-mysql "), building
+    assert failed.startswith("mysqlio: demo --server mysql: cannot build MySQL's root: debootstrap sid failed"), failed
+    assert failed.endswith("E: Failed getting release file http://127.0.0.1:9/debian/dists/sid/Release"), failed
+    assert not (tmp_path / "sid-mysql").exists()

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from mysqlio.abi import Api, By, Dir, Op, Owner
 from mysqlio.devices import DeviceActivity
+from mysqlio.kinds import KINDS
 from mysqlio.latency import Histogram, bucket_of
 from mysqlio.model import FileActivity, Interval, ThreadActivity
 from mysqlio.probe import DeviceCount, FileIdentity, OpCount
@@ -93,6 +94,7 @@ def _base() -> list[FileActivity]:
         ),
         _page_cache(_file(13, "ibdata1", "system", 1_048_576, 64, 1), 1_048_576, (By.FSYNC, 1_048_576)),
         _page_cache(_file(14, "mysql-bin.000001", "binlog", 167_000, 210, 210), 172_032, (By.FDATASYNC, 172_032)),
+        _file(16, "mysql-bin.000001.idx", "binlog_gtid_index", 8192, 2),  # the longest kind name: whole
         _file(15, "sbtest/#sql-ib51-2938.ibd\x1b[2J", "alter", 4096, 1),
     ]
 
@@ -105,7 +107,7 @@ def _screen(width: int, lost: int = 0, latency: bool = False, view: str = "sysca
     _with_latency(base[0], [], [180_000] * 200 + [38_000_000] * 13)  # redo: fdatasync p99 38 ms
     _with_latency(base[1], [95_000] * 64, [2_100_000])
     _with_latency(base[3], [9_000] * 210, [450_000] * 210)
-    interval = _interval(base[:4], lost, DEVICES)
+    interval = _interval(base[:5], lost, DEVICES)
     rows = state.update(interval)  # the alter table went quiet: it fades
     wback_by: dict[str, int] = {}
     for f in interval.files:
@@ -144,6 +146,21 @@ def test_screen_page_cache_view_snapshot(width: int) -> None:
     table = next(line for line in text.splitlines() if "sbtest1.ibd" in line)
     assert "flusher 80% / fsync 20%" in table, table
     assert "by fdatasync 46% / fsync 35%" in text
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_every_kind_is_shown_whole(width: int) -> None:
+    """The kind column fits the longest kind name of kinds.py, at 80 columns too (it cut
+    table_definition, buffer_pool_dump and binlog_gtid_index to 12 characters)."""
+    files = [_file(i, f"f{i}", kind, 100 * (i + 1), 1) for i, kind in enumerate(KINDS)]
+    rows = ScreenState().update(_interval(files))
+    header = Header(4242, "MySQL 9.7.4", 1.0, 1.0, 0.0, 0.0, 0, 0, "file", "write", DATADIR)
+    console = Console(width=width, force_terminal=True, color_system=None, record=True, legacy_windows=False)
+    console.print(render_screen(header, rows, width))
+    text = console.export_text()
+    shown = {line.split()[0]: line.split()[-1] for line in text.splitlines() if line.split()[-1:][0].startswith("f")}
+    assert shown == {kind: f"f{i}" for i, kind in enumerate(KINDS)}
+    assert max(len(line) for line in text.splitlines()) <= width
 
 
 def test_wide_screen_has_page_cache_columns_and_devices() -> None:

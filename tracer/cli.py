@@ -135,7 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_backend(record)
     _add_stap_module(record)
 
-    demo = sub.add_parser("demo", help="start a throwaway MariaDB under a write load and run top on it")
+    demo = sub.add_parser("demo", help="start a throwaway MariaDB (or MySQL) under a write load and run top on it")
+    demo.add_argument(
+        "--server",
+        choices=("mariadb", "mysql"),
+        default="mariadb",
+        help="the host's MariaDB (default), or Oracle MySQL 9.7 in its own root (built on first use, about 1 min)",
+    )
     demo.add_argument("-i", "--interval", type=_positive_float, default=1.0, help="seconds between updates (default 1)")
     demo.add_argument(
         "-n", "--count", type=_count, default=0, help="stop after COUNT intervals (default: until Ctrl-C)"
@@ -357,7 +363,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from .devtools.demo import run_demo
 
     preflight.check_bpf_environment()
-    return run_demo(args.interval, args.count, _output_mode(args.json, False))
+    return run_demo(args.interval, args.count, _output_mode(args.json, False), args.server)
 
 
 def _mysql_wanted(args: argparse.Namespace) -> bool:

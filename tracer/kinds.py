@@ -35,4 +35,6 @@ KIND_DESCRIPTIONS: dict[str, str] = {
     "other": "not recognised",
 }
 KINDS = tuple(KIND_DESCRIPTIONS)
+# the width that shows every kind whole (a cut one reads as another name: "binlog_gtid_")
+KIND_WIDTH = max(len(kind) for kind in KINDS)
 KIND_HELP = f"only these kinds (comma-separated): {', '.join(KINDS)}"

@@ -1,6 +1,7 @@
 """Plot a trace: bytes written per second, stacked by kind (or by the busiest
-files), the bytes the kernel wrote back from the page cache beside them (traces
-that have them), syncs per second on a second axis and optional bursts marked.
+files, MySQL's recycled redo files as one layer as on the live screen), the bytes
+the kernel wrote back from the page cache beside them (traces that have them),
+syncs per second on a second axis and optional bursts marked.
 
 matplotlib's Agg canvas, no pyplot (no global state, no display needed);
 matplotlib is imported only when a figure is drawn.
@@ -19,7 +20,9 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
+from .abi import Op
 from .bursts.detect import detect
+from .bursts.fold import FOLDED_KEY, folded_label, redo_dir
 from .bursts.render import burst_spans
 from .bursts.series import SeriesBuilder
 from .bursts.train import Train
@@ -63,6 +66,54 @@ def _write_bytes(key: np.ndarray, size: int, ev: Events) -> np.ndarray:
     return count(key, size, ev)[:, :1]
 
 
+class _FileLayers:
+    """Each event's layer by file: its path, but the files of MySQL's redo directory one
+    layer, as on the live screen (bursts.fold): InnoDB recycles its 32 files by renaming
+    them, so each name holds a few seconds of the redo log, and a layer each would split
+    one steady stream into short slivers spread over the top layers and "other files"."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []  # layer id -> a path, or FOLDED_KEY + the redo directory
+        self._index: dict[str, int] = {}
+        self._layer_of = np.zeros(0, np.int64)  # path id -> layer id; -1: not seen yet
+        self.files: dict[int, set[tuple[int, int]]] = {}  # folded layer -> the (dev, ino) written
+
+    def ids(self, ev: Events, dec: Decoder) -> np.ndarray:
+        size = len(dec.paths.values)
+        if len(self._layer_of) < size:
+            self._layer_of = np.concatenate([self._layer_of, np.full(size - len(self._layer_of), -1, np.int64)])
+        todo = self._layer_of[ev.path] < 0
+        if todo.any():
+            paths, first = np.unique(ev.path[todo], return_index=True)
+            kinds = ev.kind[np.flatnonzero(todo)[first]]  # a path's kind never changes
+            for pid, kid in zip(paths.tolist(), kinds.tolist(), strict=True):
+                path = dec.paths.values[pid]
+                directory = redo_dir(path, dec.kinds.values[kid])
+                key = path if directory is None else FOLDED_KEY + directory
+                layer = self._index.get(key)
+                if layer is None:
+                    layer = self._index[key] = len(self.keys)
+                    self.keys.append(key)
+                    if directory is not None:
+                        self.files[layer] = set()
+                self._layer_of[pid] = layer
+        layers = self._layer_of[ev.path]
+        if self.files:  # the files each folded layer wrote (a renamed file is one, under each name)
+            written = np.isin(layers, list(self.files)) & ev.ok & (ev.op == int(Op.WRITE)) & (ev.nbytes > 0)
+            for layer, dev, ino in zip(
+                layers[written].tolist(), ev.dev[written].tolist(), ev.ino[written].tolist(), strict=True
+            ):
+                self.files[layer].add((dev, ino))
+        return layers
+
+    def label(self, layer: int, datadir: str | None, width: int) -> str:
+        key = self.keys[layer]
+        if layer not in self.files:
+            return shorten(key, datadir, width)
+        # "#innodb_redo (32 files)", as the live screen's row
+        return folded_label(shorten(key.removeprefix(FOLDED_KEY), datadir, width - 12), len(self.files[layer]))
+
+
 def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Filters | None = None) -> PlotSeries:
     """Read the trace once: write bytes per (second, kind or file), syncs per second.
     Layers beyond the `top` busiest are summed into one "other" layer."""
@@ -72,13 +123,17 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
     rows = SecondRows(1)
     totals = SecondSeries()
     burst_series = SeriesBuilder()
+    files = _FileLayers()
     for batch in reader.batches():
         ev = dec.decode(batch)
         if not len(ev):
             continue
         sec = ev.sec
-        ids, names = (ev.kind, dec.kinds) if by == "kind" else (ev.path, dec.paths)
-        rows.add(sec, ids, max(1, len(names.values)), _write_bytes, ev)
+        if by == "kind":
+            rows.add(sec, ev.kind, max(1, len(dec.kinds.values)), _write_bytes, ev)
+        else:
+            layers = files.ids(ev, dec)  # (which may add layers)
+            rows.add(sec, layers, max(1, len(files.keys)), _write_bytes, ev)
         totals.add(sec, ev)
         burst_series.add(ev, dec)
         if rows.rows > 1_000_000:
@@ -88,15 +143,18 @@ def plot_series(reader: TraceReader, by: str = "kind", top: int = 8, filters: Fi
         raise UserError(
             f"{reader.path}: nothing to plot (no events{' match the filters' if dec.filters.active() else ''})"
         )
-    names = dec.kinds if by == "kind" else dec.paths
+    n_ids = len(dec.kinds.values) if by == "kind" else len(files.keys)
     sec, ids, wbytes = rows.compact()
     nsec = len(per_sec)
-    per_id = np.bincount(ids, weights=wbytes[:, 0], minlength=len(names.values))
+    per_id = np.bincount(ids, weights=wbytes[:, 0], minlength=n_ids)
     busiest = [int(i) for i in np.argsort(-per_id, kind="stable") if per_id[i] > 0]
     shown, rest = busiest[:top], busiest[top:]
-    layer_of = np.full(len(names.values), -1, np.int64)
+    layer_of = np.full(n_ids, -1, np.int64)
     layer_of[shown] = np.arange(len(shown))
-    labels = [shorten(names.values[i], reader.meta.datadir, 40) for i in shown]
+    if by == "kind":
+        labels = [shorten(dec.kinds.values[i], reader.meta.datadir, 40) for i in shown]
+    else:
+        labels = [files.label(i, reader.meta.datadir, 40) for i in shown]
     if rest:
         layer_of[rest] = len(shown)
         labels.append(f"{len(rest)} other {'kinds' if by == 'kind' else 'files'}")
@@ -165,13 +223,18 @@ def render_figure(series: PlotSeries, bursts: Sequence[Burst] | None = None, tit
     ax2.set_ylabel("syncs per second (fsync + fdatasync + sync_file_range + msync)")
     ax2.set_ylim(bottom=0, top=max(1.0, float(syncs.max()) * 1.15))
 
+    labelled = 0
     for i, (start, end, label) in enumerate(bursts or ()):
         ax.axvspan(start, end, color="red", alpha=0.12, linewidth=0, zorder=0, label="burst" if i == 0 else None)
+        if not label:
+            continue
+        # a line each: trains that start together (InnoDB's 1 s flushes of several files) overlap
+        labelled += 1
         ax.annotate(
             printable(label),
             xy=(start, 1.0),
             xycoords=("data", "axes fraction"),
-            xytext=(2, -2),
+            xytext=(2, 8 - 10 * labelled),
             textcoords="offset points",
             va="top",
             fontsize=8,

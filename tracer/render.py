@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from .kinds import KIND_WIDTH
 from .units import counts_by_name, human_bytes, human_duration_ns, human_rate, printable, shorten
 from .view import DeviceRate, ScreenRow, main_causes
 
@@ -148,7 +149,6 @@ _LATENCY_COLUMNS: list[Column] = [
     ("sy p99", 7, 0, _latency_cell("sync", "p99_ns")),
     ("sy max", 7, NARROW, _latency_cell("sync", "max_ns")),
 ]
-KIND_WIDTH = 12
 
 
 def _columns(width: int, latency: bool, view: str = "syscalls", page_cache: bool = True) -> list[Column]:
@@ -191,7 +191,7 @@ def render_table(
     name_width = max(10, width - used - 1)
     table.add_column("path" if group == "file" else group, no_wrap=True, width=name_width)
     for row in rows:
-        cells = [Text(row.kind[:KIND_WIDTH])]
+        cells = [Text(row.kind)]
         cells += [Text(cell(row)) for _, _, _, cell in columns]
         if spark_width:
             history = row.wback_history if wback else row.history

@@ -1,4 +1,4 @@
-"""A periodic bulk writer for the sandbox: every N s, a MariaDB event rewrites a MyISAM table.
+"""A periodic bulk writer for the sandbox: every N s, a MariaDB (or MySQL) event rewrites a MyISAM table.
 
 This is the periodic burst of the demo and of the end-to-end burst tests: real
 periodic I/O made by the server itself, with a known file, size and period.
@@ -21,6 +21,15 @@ header; the INSERT ends with one fdatasync of the .MYD and one of the .MYI; the
 scheduler records the run in mysql.event (LAST_EXECUTED), an Aria transactional
 table: a few KiB to `aria_log.NNNNNNNN` and an fdatasync. The binary log gets the
 two statements (a few hundred bytes: binlog_format MIXED logs them as statements).
+
+On Oracle MySQL 9.7 (RootedMySQL) the same event differs in three ways, measured by
+its performance_schema: the rows come from a recursive CTE (no Sequence engine); its
+INSERT ... SELECT does not use MyISAM's write cache, so a run is `rows` writes of one
+row each (4000 × 1012 B) into the .MYD; and each run sets binlog_format=STATEMENT for
+itself (deprecated, still honoured): the run logs 752 bytes of binary log, where
+MySQL's default ROW format logged every row deleted and inserted (8.1 MB a run) and
+its DELETE made 7,999 more writes to the .MYD. The scheduler records each run in the
+data dictionary (mysql.ibd, InnoDB), not in Aria.
 """
 
 from __future__ import annotations
@@ -80,11 +89,7 @@ class PeriodicBulkWriter:
         Returns the unix time of the first run."""
         if delay_s < 1:
             raise ValueError("delay_s must be >= 1")
-        body = (
-            f"BEGIN DELETE FROM {self.schema}.{self.table}; "
-            f"INSERT INTO {self.schema}.{self.table} SELECT seq, REPEAT('x', {self.row_bytes}) "
-            f"FROM {self.schema}.seq_1_to_{self.rows}; END"
-        )
+        body = f"BEGIN {self._prelude()}DELETE FROM {self.schema}.{self.table}; {self._insert()}; END"
         # the mariadb client splits statements at ';': the compound body needs another delimiter
         self.db.sql(
             "SET GLOBAL event_scheduler = ON;\nDELIMITER //\n"
@@ -96,6 +101,31 @@ class PeriodicBulkWriter:
             f"WHERE EVENT_SCHEMA = '{self.schema}' AND EVENT_NAME = '{self.event}'"
         )
         return float(rows[0][0])
+
+    @property
+    def on_mysql(self) -> bool:
+        """Oracle MySQL (RootedMySQL runs mysqld), not MariaDB."""
+        return self.db.SERVER == "mysqld"
+
+    def _prelude(self) -> str:
+        """Session settings of each run: none on MariaDB. On MySQL, statement logging
+        (its default ROW format logs every row deleted and inserted, 8.1 MB of binary log
+        a run, where MariaDB's MIXED logs the two statements) and a recursion depth for
+        the rows' CTE (1000 by default)."""
+        if not self.on_mysql:
+            return ""
+        return f"SET SESSION binlog_format = 'STATEMENT'; SET SESSION cte_max_recursion_depth = {self.rows}; "
+
+    def _insert(self) -> str:
+        """The INSERT of `rows` rows: from MariaDB's Sequence engine (seq_1_to_N), or on
+        MySQL, which has none, from a recursive CTE."""
+        target, pad = f"{self.schema}.{self.table}", f"REPEAT('x', {self.row_bytes})"
+        if not self.on_mysql:
+            return f"INSERT INTO {target} SELECT seq, {pad} FROM {self.schema}.seq_1_to_{self.rows}"
+        return (
+            f"INSERT INTO {target} WITH RECURSIVE seq (n) AS "
+            f"(SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {self.rows}) SELECT n, {pad} FROM seq"
+        )
 
     def stop(self) -> None:
         """Drop the event (no more runs; one already running finishes)."""
@@ -118,7 +148,10 @@ class PeriodicBulkWriter:
             time.sleep(0.1)
 
     def burst_writes(self) -> int:
-        """Write requests of one run: the write cache is read_buffer_size."""
+        """Write requests of one run: the write cache is read_buffer_size (MariaDB); one a
+        row on MySQL (no write cache)."""
+        if self.on_mysql:
+            return self.rows
         cache = int(self.db.sql("SELECT @@GLOBAL.read_buffer_size")[0][0])
         return math.ceil(self.burst_bytes() / cache)
 

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ..bursts.render import render_trains
 from ..devices import DeviceActivity
+from ..kinds import KIND_WIDTH
 from ..latency import ACCURACY_NOTE
 from ..model import WRITEBACK_CAUSES
 from ..units import counts_by_name, human_bytes, human_duration_ns, printable, shorten, utc_time
@@ -58,7 +59,6 @@ _COLUMNS: list[tuple[str, int, int, Any]] = [
     ("rops", 8, 10, lambda s: human_count(s.read_ops)),
     ("err", 5, 2, lambda s: human_count(s.errors)),
 ]
-KIND_WIDTH = 12
 MIN_NAME = 24
 PAGE_CACHE_COLUMNS = frozenset({"dirtied", "wback"})
 
@@ -133,7 +133,7 @@ def render_rows(
     for row in rows:
         numbers = [Text(cell(row.stats)) for _, _, _, cell in columns]
         label = Text(_label(row, group, datadir, name_width))
-        table.add_row(*([Text(row.kind[:KIND_WIDTH]), *numbers, label] if group == "file" else [label, *numbers]))
+        table.add_row(*([Text(row.kind), *numbers, label] if group == "file" else [label, *numbers]))
     if total is not None:
         numbers = [Text(cell(total)) for _, _, _, cell in columns]
         cells = [Text(""), *numbers, Text("total")] if group == "file" else [Text("total"), *numbers]
@@ -308,7 +308,7 @@ def render_page_cache(rows: list[GroupRow], group: str, width: int, datadir: str
     for row in rows:
         cells = [Text(cell(row.stats)) for _, cell in numbers] + [Text(_causes(row.stats) or "-")]
         label = Text(_label(row, group, datadir, name_width))
-        table.add_row(*([Text(row.kind[:KIND_WIDTH]), *cells, label] if group == "file" else [label, *cells]))
+        table.add_row(*([Text(row.kind), *cells, label] if group == "file" else [label, *cells]))
     return Group(table, Text(CAUSES_NOTE, style="dim"))
 
 

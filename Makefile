@@ -43,7 +43,7 @@ $(VMLINUX_H): $(DEPS_STAMP)
 	@mkdir -p $(BUILD)
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-tracer/bpf/%.bpf.o: probes/%.bpf.c probes/mysqlio.h probes/pagecache.bpf.h $(VMLINUX_H)
+tracer/bpf/%.bpf.o: probes/%.bpf.c probes/mysqlio.h probes/pagecache.bpf.h probes/connection.bpf.h $(VMLINUX_H)
 	@command -v $(CLANG) >/dev/null || { echo "mysqlio: clang is missing; 'make setup' installs it (Debian package clang)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) \

@@ -787,6 +787,11 @@ static __always_inline struct file *fd_file_of(struct task_struct *task, __u32 f
 	return cast ? slot_file_cast(slot) : slot_file(slot);
 }
 
+/* which connection each thread serves (--mysql): connection.bpf.h, included
+ * at the end (its program reads a tracepoint's argument as enter_tracepoint) */
+static __always_inline __u32 conn_of(__u32 tid);
+static __always_inline bool conn_read_raw(struct pt_regs *regs, __u32 tid, const bool cast);
+
 /* Remember the path of a file userspace may never see open (it can be
  * closed before the next /proc read): walk dentries up, across mounts. */
 static __noinline void remember_name(struct file *file, struct file_id *id, __u32 slot)
@@ -965,6 +970,7 @@ static __always_inline void account_in(const struct file_ref *file, __u8 op, __u
 	key.op = op;
 	key.api = api;
 	key.region = file->region;
+	key.conn = conn_of(tid); /* connection.bpf.h */
 
 	stats = stats_row(&key, &created, cas);
 	if (!stats)
@@ -1123,7 +1129,8 @@ static __always_inline int emit_in(const struct pending_io *req, __u8 api, __s64
 	e->op = req->op;
 	e->api = api;
 	e->by = req->by;
-	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	e->pad = 0;
+	e->conn = req->conn;
 	event_submit(e, seq, cas);
 	return 0;
 }
@@ -1153,6 +1160,7 @@ static __always_inline int emit_untimed(__u32 dev, __u64 ino, __u8 op, __s64 res
 	req.dev = dev;
 	req.offset = -1;
 	req.tid = current_tid();
+	req.conn = conn_of(req.tid);
 	req.op = op;
 	return EMIT(cas, &req, MIO_API_IO_URING, result, bpf_ktime_get_ns());
 }
@@ -1433,43 +1441,103 @@ static __always_inline int on_sys_enter(const struct syscall_args *a, __u32 tid)
  * they fire only for the syscalls they are attached to, so the other
  * syscalls of every process on the machine cost nothing. The kernel lets a
  * program read only the arguments its tracepoint has (it checks the context
- * size at attach), hence one enter program per number of arguments read; the
- * tracepoint's syscall number is an int (the rest of `id` is padding). */
-static __always_inline int enter_tracepoint(struct trace_event_raw_sys_enter *ctx, const int nargs)
+ * size at attach), hence one enter program per number of arguments read.
+ *
+ * What such a program is given is not the event's record (tracefs's format
+ * file: struct syscall_trace_enter/exit, an int nr, then args[] or ret) but a
+ * copy the kernel makes for BPF, struct syscall_tp_t, a local of
+ * perf_call_bpf_enter/exit (kernel/trace/trace_syscalls.c) that the kernel's
+ * BTF carries, twice (one with args, one with ret). Its head moved:
+ *   up to 6.5  __u64 regs;               unsigned long syscall_nr;
+ *   6.6        struct trace_entry ent;   unsigned long syscall_nr;
+ *   from 6.7   struct trace_entry ent;   int syscall_nr;  (ba8ea72388a1)
+ * while the attach checks the program's reads against the record's size
+ * (perf_event_set_bpf_prog: max_ctx_offset, else EACCES). PREEMPT_RT's lazy
+ * preemption adds preempt_lazy_count to struct trace_entry (12 bytes: Debian
+ * 12's 6.1 -rt kernels, RHEL and CentOS Stream 9 from 5.14.0-285), and
+ * vmlinux.h's trace_event_raw_sys_enter/exit (the raw sys_enter/exit events'
+ * records, whose id is a long), read before, then put args and ret 8 bytes
+ * past where the record has them: ret at 24 of a 24-byte exit record, refused.
+ * Hence local flavours of the kernel's own struct, relocated by libbpf: the
+ * syscall number at its place and of its size, the arguments at theirs. The
+ * record's own struct, bcc's and Inspektor Gadget's fix, places args and ret
+ * right up to 6.5 and from 6.7, but its int nr at 12 is, on Debian's 6.1-rt,
+ * the upper half of the unsigned long syscall_nr at 8: 0. On a 6.6-layout RT
+ * kernel (12-byte ent, unsigned long syscall_nr) the context's ret lies past
+ * the record: the exit reads it from the entry registers where the program
+ * has them (targ_args_at_exit, on every kernel alike), else an attach there
+ * is refused and userspace takes the raw hook (tracer/syscall_hook.py). */
+struct syscall_tp_t___enter {
+	unsigned long syscall_nr;
+	unsigned long args[6];
+} __attribute__((preserve_access_index));
+
+/* from 6.7 (the two flavours' loads are relocated to the same field; the one
+ * whose size differs from the kernel's is poisoned by libbpf, in a branch
+ * the verifier removes) */
+struct syscall_tp_t___int {
+	int syscall_nr;
+} __attribute__((preserve_access_index));
+
+struct syscall_tp_t___exit {
+	long ret;
+} __attribute__((preserve_access_index));
+
+/* the syscall number, at its place and of its size */
+static __always_inline long tp_syscall_nr(void *ctx)
+{
+	if (bpf_core_field_size(struct syscall_tp_t___enter, syscall_nr) == sizeof(int))
+		return ((struct syscall_tp_t___int *)ctx)->syscall_nr;
+	return (int)((struct syscall_tp_t___enter *)ctx)->syscall_nr;
+}
+
+/* argument i, a literal: an index the compiler sees only after inlining would
+ * have the relocated offset of args added to ctx, a modified context pointer
+ * the verifier refuses to read through; with a literal the whole access is
+ * one relocated load */
+#define TP_ARG(ctx, i) (((struct syscall_tp_t___enter *)(ctx))->args[i])
+
+/* the exit's return value, from the context (before 5.15: no entry registers) */
+static __always_inline long tp_ret(void *ctx)
+{
+	return ((struct syscall_tp_t___exit *)ctx)->ret;
+}
+
+static __always_inline int enter_tracepoint(void *ctx, const int nargs)
 {
 	struct syscall_args a = {};
 	__u32 tid = (__u32)target_id();
 
 	if (!tid)
 		return 0;
-	a.nr = (int)ctx->id;
+	a.nr = tp_syscall_nr(ctx);
 	if (targ_args_at_exit)
 		return stamp_call(a.nr, tid);
-	a.arg[0] = ctx->args[0];
+	a.arg[0] = TP_ARG(ctx, 0);
 	/* nargs is a constant at each call: the reads beyond it are not compiled */
 	if (nargs >= 3) {
-		a.arg[1] = ctx->args[1];
-		a.arg[2] = ctx->args[2];
+		a.arg[1] = TP_ARG(ctx, 1);
+		a.arg[2] = TP_ARG(ctx, 2);
 	}
 	if (nargs >= 4)
-		a.arg[3] = ctx->args[3];
+		a.arg[3] = TP_ARG(ctx, 3);
 	return on_sys_enter(&a, tid);
 }
 
 SEC("tracepoint")
-int handle_enter_args1(struct trace_event_raw_sys_enter *ctx)
+int handle_enter_args1(void *ctx)
 {
 	return enter_tracepoint(ctx, 1);
 }
 
 SEC("tracepoint")
-int handle_enter_args3(struct trace_event_raw_sys_enter *ctx)
+int handle_enter_args3(void *ctx)
 {
 	return enter_tracepoint(ctx, 3);
 }
 
 SEC("tracepoint")
-int handle_enter_args4(struct trace_event_raw_sys_enter *ctx)
+int handle_enter_args4(void *ctx)
 {
 	return enter_tracepoint(ctx, 4);
 }
@@ -1573,19 +1641,19 @@ static __always_inline struct file *vma_file_rb(__u64 addr)
 }
 
 SEC("tracepoint/syscalls/sys_enter_msync")
-int handle_enter_msync(struct trace_event_raw_sys_enter *ctx)
+int handle_enter_msync(void *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_msync_enter(vma_file_find_vma(ctx->args[0]));
+	return on_msync_enter(vma_file_find_vma(TP_ARG(ctx, 0)));
 }
 
 SEC("tracepoint/syscalls/sys_enter_msync")
-int handle_enter_msync_rb(struct trace_event_raw_sys_enter *ctx)
+int handle_enter_msync_rb(void *ctx)
 {
 	if (!is_target())
 		return 0;
-	return on_msync_enter(vma_file_rb(ctx->args[0]));
+	return on_msync_enter(vma_file_rb(TP_ARG(ctx, 0)));
 }
 
 SEC("tp_btf/sys_enter")
@@ -1681,6 +1749,7 @@ static __always_inline int account_iocb_in(__u64 iocbpp, __u32 i, __u32 accepted
 	pending.ino = file.ino;
 	pending.offset = op <= MIO_READ ? cb.aio_offset : -1;
 	pending.tid = current_tid();
+	pending.conn = conn_of(pending.tid);
 	pending.op = op;
 	if (!accepted) {
 		/* io_submit's own error is the first rejected iocb's */
@@ -1890,7 +1959,8 @@ static __always_inline int emit_syscall_in(const struct inflight *call, __u32 de
 	e->op = call->op;
 	e->api = MIO_API_SYSCALL;
 	e->by = 0;
-	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	e->pad = 0;
+	e->conn = conn_of(call->tid);
 	event_submit(e, seq, cas);
 	return 0;
 }
@@ -2113,35 +2183,43 @@ static __always_inline struct pt_regs *entry_regs(struct task_struct *task, cons
 	return regs;
 }
 
-/* a per-syscall exit tracepoint: attached only to the exits of the I/O syscalls */
-static __always_inline int exit_tracepoint(struct trace_event_raw_sys_exit *ctx, const bool cas, const bool cast)
+/* a per-syscall exit tracepoint: attached only to the exits of the I/O syscalls.
+ * With the entry registers (targ_args_at_exit) the context is not read at all:
+ * the return value is the one the tracepoint gives, syscall_get_return_value()
+ * of those registers (x86-64 ax, arm64 x0), so the attach passes whatever the
+ * context's layout (see enter_tracepoint). */
+static __always_inline int exit_tracepoint(void *ctx, const bool cas, const bool cast)
 {
 	struct task_struct *task;
+	struct pt_regs *regs;
 	__u64 id = target_id();
 
 	if (!id)
 		return 0;
 	if (!targ_args_at_exit)
-		return on_sys_exit_entered(ctx->ret, cas, (__u32)id);
+		return on_sys_exit_entered(tp_ret(ctx), cas, (__u32)id);
 	/* the task read once, for its registers and later its fd table */
 	task = bpf_get_current_task_btf();
-	return on_sys_exit(ctx->ret, cas, entry_regs(task, cast), task, (__u32)id, cast);
+	regs = entry_regs(task, cast);
+	if (!regs)
+		return 0;
+	return on_sys_exit(PT_REGS_RC(regs), cas, regs, task, (__u32)id, cast);
 }
 
 SEC("tracepoint")
-int handle_exit(struct trace_event_raw_sys_exit *ctx)
+int handle_exit(void *ctx)
 {
 	return exit_tracepoint(ctx, true, false);
 }
 
 SEC("tracepoint")
-int handle_exit_nocas(struct trace_event_raw_sys_exit *ctx)
+int handle_exit_nocas(void *ctx)
 {
 	return exit_tracepoint(ctx, false, false);
 }
 
 SEC("tracepoint")
-int handle_exit_cast(struct trace_event_raw_sys_exit *ctx)
+int handle_exit_cast(void *ctx)
 {
 	return exit_tracepoint(ctx, true, true);
 }
@@ -2151,6 +2229,9 @@ static __always_inline int exit_raw(struct pt_regs *regs, long ret, const bool c
 {
 	__u64 id = target_id();
 
+	/* a recvfrom: the thread's connection (connection.bpf.h) */
+	if (id && conn_read_raw(regs, (__u32)id, cast))
+		return 0;
 	/* cheap syscall-number test first: most syscalls are not ours */
 	if (!id || !is_io_syscall(SYSCALL_NR(regs)))
 		return 0;
@@ -2286,6 +2367,7 @@ int handle_uring_submit(__u64 *ctx)
 	pending.ts_ns = bpf_ktime_get_ns();
 	pending.offset = op <= MIO_READ ? BPF_CORE_READ((struct io_rw *)req, kiocb.ki_pos) : -1;
 	pending.tid = current_tid();
+	pending.conn = conn_of(pending.tid);
 	pending.op = op;
 	if (targ_uring_by_user_data) {
 		/* the completion will not show the request: its file is taken
@@ -2407,6 +2489,7 @@ int handle_uring_complete_nocas(__u64 *ctx)
 	return on_uring_complete(ctx, false);
 }
 
+#include "connection.bpf.h"
 #include "pagecache.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

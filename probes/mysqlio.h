@@ -34,6 +34,7 @@
 #define MAX_REGION_FILES 4  /* files split into regions (InnoDB system tablespace files) */
 #define MAX_REGION_RANGES 8 /* byte ranges per region file */
 #define MAX_REGION_SLOTS 32 /* MAX_REGION_FILES * MAX_REGION_RANGES */
+#define MAX_CONN_THREADS 16384 /* threads whose connection (the socket they last read) is known */
 
 enum mio_op {
 	MIO_WRITE = 0,
@@ -134,6 +135,16 @@ struct mio_control {
 	__u64 region_ino[MAX_REGION_FILES];
 };
 
+/* A thread's connection (the map conns, probes/connection.bpf.h): the inode of
+ * the socket it last read with recvfrom, and when it first read one since the
+ * probes attached (CLOCK_MONOTONIC ns): its requests before that (conn 0) were
+ * all of the connection it served at the attach. */
+struct conn_state {
+	__u32 conn;
+	__u32 pad;
+	__u64 first_ns;
+};
+
 /* One row of the per-interval aggregate: a file, the thread that asked,
  * the operation and the API that carried it. dev is the kernel's dev_t
  * (major << 20 | minor), not the userspace st_dev encoding. */
@@ -145,7 +156,8 @@ struct file_op_key {
 	__u8 api;
 	__u8 by;   /* MIO_WRITEBACK rows: enum mio_by; else 0 */
 	__u8 region; /* enum mio_region: reads and writes of a region file; else 0 */
-	__u32 pad2;
+	__u32 conn; /* the connection the thread served: the inode of the socket it
+		     * last read (probes/connection.bpf.h); 0: none seen, or not tracked */
 };
 
 /* A cell of the stats table (struct stats_cell): free, being claimed by a
@@ -167,7 +179,7 @@ struct stats_cell {
 	__u8 api;
 	__u8 by;
 	__u8 region;
-	__u32 key_pad;
+	__u32 conn;
 	__u64 bytes;
 	__u64 ops;
 	__u64 errors;
@@ -252,7 +264,8 @@ struct mio_event {
 	__u8 op;
 	__u8 api;
 	__u8 by;          /* enum mio_by */
-	__u8 pad[5];
+	__u8 pad;
+	__u32 conn;       /* as struct file_op_key's */
 };
 
 /* record's event stream on x86-64: each CPU's array of event slots, an event
@@ -280,7 +293,8 @@ struct pending_io {
 	__u8 op;
 	__u8 by;   /* enum mio_by (page-cache events) */
 	__u8 region; /* enum mio_region (a read/write syscall of a region file) */
-	__u8 pad[5];
+	__u8 pad;
+	__u32 conn;  /* the submitting thread's connection (struct file_op_key's) */
 };
 
 /* Counters of what could not be accounted, read by userspace from .bss. */
@@ -304,6 +318,8 @@ struct drop_counters {
 	__u64 events_contended; /* record (event slots): an event whose program found
 				 * its CPU's next slot taken by interrupting programs
 				 * at each of its tries */
+	__u64 conn_full;       /* a thread's connection did not fit the map conns (its
+				* requests are counted, their connection unknown) */
 };
 
 #endif /* __MYSQLIO_H */

@@ -232,6 +232,7 @@ static __always_inline void emit_page_cache(const struct file_op_key *key, __u64
 	req.ino = key->ino;
 	req.dev = key->dev;
 	req.tid = key->tid;
+	req.conn = key->conn;
 	req.op = key->op;
 	req.by = key->by;
 	req.offset = offset;
@@ -319,6 +320,7 @@ static __always_inline int on_dirty(struct address_space *mapping, __u64 bytes, 
 	key.ino = host->i_ino;
 	key.dev = host->i_sb->s_dev;
 	key.tid = tid;
+	key.conn = conn_of(tid); /* connection.bpf.h */
 	key.op = MIO_DIRTY;
 	key.api = MIO_API_KERNEL;
 	/* its writeback, by anyone, is the server's: claimed once an interval per
@@ -447,6 +449,7 @@ static __always_inline void writeback_cause(struct file_op_key *key, const bool 
 
 	if (is_target_tgid(id >> 32)) {
 		key->tid = tid;
+		key->conn = conn_of(tid);
 		key->api = MIO_API_SYSCALL;
 		key->by = MIO_BY_SERVER_OTHER;
 		if (targ_args_at_exit) {

@@ -73,7 +73,7 @@ def test_a_changed_code_makes_the_tapset_stale(tmp_path: Path) -> None:
 
 
 def test_a_construct_the_generator_cannot_map_is_an_error(tmp_path: Path) -> None:
-    header, python, stap = drifted_copy(tmp_path, "\t__u32 pad2;\n", "\tint *pad2;\n")
+    header, python, stap = drifted_copy(tmp_path, "\t__u32 conn; /* the connection", "\tint *conn; /* the connection")
     result = gen("--check", "--header", header, "--python", python, "--stap", stap)
     assert result.returncode == 2 and "struct file_op_key" in result.stderr
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from mysqlio.doctor_kernel import SCHED_PREEMPT, check_preemption, kernel_configs, preemption_model
+from mysqlio.doctor_kernel import (
+    SCHED_PREEMPT,
+    check_preemption,
+    faultable_syscall_tracepoints,
+    kernel_configs,
+    preemption_model,
+)
 
 
 def _model(
@@ -59,3 +65,23 @@ def test_this_kernel_is_read() -> None:
         booted = False
     readable = booted or any(os.access(p, os.R_OK) for p in (SCHED_PREEMPT, *kernel_configs()))
     assert (preemption_model() is not None) == readable
+
+
+def test_an_rt_kernel_says_so_in_its_version(tmp_path: Path) -> None:
+    """Debian's -rt kernels have no PREEMPT_DYNAMIC, and their config is not where a guest of
+    the kernel matrix looks: the kernel's version names PREEMPT_RT."""
+    none = str(tmp_path / "none")
+    rt = "#1 SMP PREEMPT_RT Debian 6.1.176-1 (2026-07-02)"
+    assert preemption_model(none, none, [none], version=rt) == "rt"
+    assert preemption_model(none, none, [none], version="#1 SMP PREEMPT_DYNAMIC Debian 6.1.176-1") is None
+
+
+def test_preemptible_programs_need_faultable_tracepoints(tmp_path: Path) -> None:
+    """Debian's 6.1-rt is rt, but its syscall tracepoints run their programs with preemption
+    off (no skipped runs there); sid's 7.2 (faultable, lazy) can stop a task inside one."""
+    assert check_preemption("rt", faultable=False).status == "ok"
+    assert check_preemption("lazy", faultable=True).status == "warn"
+    assert faultable_syscall_tracepoints(str(tmp_path / "no-btf")) is None
+    # this machine's kernel (upstream's layout): faultable from 6.13
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    assert faultable_syscall_tracepoints() is ((major, minor) >= (6, 13))

@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 import pytest
-from matrix_guest import BANNERS, REPO, Scenarios, Tracer, error_line, exit_text, judge
+from matrix_guest import BANNERS, REPO, Scenarios, Tracer, error_line, exit_text, judge, untimed_classes
+from test_kernel_matrix import hooks_not_tracepoints, skipped_and_counted
 
 
 def _tracer(got_ops: int, lost: int, skipped: dict[str, int], mode: str = "record") -> Tracer:
@@ -130,3 +131,39 @@ def test_no_tracer_s_banner_is_its_error(mode: str) -> None:
     assert error_line(f"mysqlio: no BTF\n{banner}\n") == "mysqlio: no BTF"
     tracer_src = {"top": "top.py", "record": "record.py", "exporter": "exporter.py"}[mode]
     assert BANNERS[mode] + "{pid}" in (REPO / "tracer" / tracer_src).read_text()
+
+
+def test_skips_are_accepted_only_where_the_programs_can_be_preempted() -> None:
+    """Faultable syscall tracepoints (6.13) on a preemptible kernel; not 6.1-rt's, which
+    run their programs with preemption off, nor a voluntary kernel's."""
+    verdict = "skipped: write_a.dat: write_ops 9 (iogen 10); 1 run(s) of handle_exit skipped by the kernel"
+    for preempt, faultable, accepted in (
+        ("lazy", True, True),  # sid's 7.2
+        ("full", True, True),
+        ("rt", False, False),  # Debian 12's 6.1-rt
+        ("voluntary", False, False),  # 6.12
+        ("voluntary", True, False),
+        ("lazy", None, False),  # an older result, or BTF unreadable
+    ):
+        result = {"kernel": {"release": "x", "preempt": preempt, "faultable_tracepoints": faultable}}
+        assert skipped_and_counted(result, verdict) is accepted, (preempt, faultable)
+        assert not skipped_and_counted(result, "differs: write_a.dat: write_ops 9 (iogen 10)")
+
+
+def test_requests_counted_but_never_timed_differ() -> None:
+    """record's cell differs where a file's requests of a class were all untimed (the
+    syscall number each enter program stamps read from the wrong place)."""
+    row = {"write_ops": 3, "write_latency_ns": None, "sync_ops": 1, "sync_latency_ns": {"p50": 9}, "read_ops": 0}
+    assert untimed_classes(row) == ["write"]
+    t = _tracer(10, 0, {})
+    t.extra["untimed"] = {"/s/pwrite_a.dat": ["write"]}
+    judge(t, SCENARIOS)
+    assert t.cells == {"write": "exact", "pwrite": "differs: pwrite_a.dat: write requests counted, none timed"}
+
+
+def test_a_tracer_on_the_raw_hook_is_named() -> None:
+    ebpf = {m: {"status": "ran", "syscall_hook": "tracepoints"} for m in ("top", "record", "exporter")}
+    assert hooks_not_tracepoints({"ebpf": ebpf}) == {}
+    ebpf["record"]["syscall_hook"] = "raw"
+    del ebpf["exporter"]["syscall_hook"]
+    assert hooks_not_tracepoints({"ebpf": ebpf}) == {"record": "raw", "exporter": "not noted"}

@@ -34,11 +34,16 @@ def test_rows_of_one_key_are_added_up() -> None:
     write, read = int(abi.Op.WRITE), int(abi.Op.READ)
     rows = cell_rows((7, 1, 100, write, 4096, 1, 0), (7, 1, 100, write, 8192, 2, 1), (7, 1, 101, write, 512, 1, 0))
     more = [hash_row(7, 1, 100, write, 16384, 1), hash_row(7, 1, 100, read, 100, 1)]
-    got = stats_cells.merged(rows, more)
+    # the same thread's writes for another connection (a socket inode, probes/connection.bpf.h)
+    other = cell_rows((7, 1, 100, write, 300, 1, 0))
+    other["conn"][0] = 5
+    more.append((abi.FileOpKey(ino=7, dev=1, tid=100, op=write, conn=5), abi.FileOpStats(bytes=200, ops=1)))
+    got = stats_cells.merged(np.concatenate([rows, other]), more)
     assert got == {
-        (7, 1, 100, write, 0, 0, 0): [4096 + 8192 + 16384, 4, 1],
-        (7, 1, 101, write, 0, 0, 0): [512, 1, 0],
-        (7, 1, 100, read, 0, 0, 0): [100, 1, 0],
+        (7, 1, 100, write, 0, 0, 0, 0): [4096 + 8192 + 16384, 4, 1],
+        (7, 1, 101, write, 0, 0, 0, 0): [512, 1, 0],
+        (7, 1, 100, read, 0, 0, 0, 0): [100, 1, 0],
+        (7, 1, 100, write, 0, 0, 0, 5): [300 + 200, 2, 0],
     }
 
 

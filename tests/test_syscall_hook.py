@@ -12,6 +12,7 @@ import ctypes
 import errno
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from mysqlio import doctor_kernel, syscall_hook
+from mysqlio import doctor_kernel, doctor_probe, syscall_hook
 from mysqlio.bpf_probe import PAGE_CACHE_PROGRAMS
 from mysqlio.devtools.traced import (
     FileTotals,
@@ -35,6 +36,7 @@ from mysqlio.devtools.traced import (
     stop_top,
 )
 
+REPO = Path(__file__).resolve().parent.parent
 BPF_PROG_TYPE_TRACEPOINT = 5
 BPF_PROG_TYPE_TRACING = 26  # tp_btf
 BPF_ENABLE_STATS = 32
@@ -113,6 +115,7 @@ def refused(err: int):  # type: ignore[no-untyped-def]
 def fresh_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test decides the hook anew (a process decides it once)."""
     monkeypatch.setattr(syscall_hook, "_chosen", {})
+    monkeypatch.setattr(syscall_hook, "_quiet", {})
     monkeypatch.delenv(syscall_hook.HOOK_ENV, raising=False)
 
 
@@ -414,3 +417,68 @@ def test_raw_hook_counts_exactly(bpf_ready: None, iogen: Path, tmp_path: Path, m
     run = run_iogen_traced(str(iogen), str(tmp_path), [])
     assert len(run.expected["files"]) >= 15
     assert_exact(run, tmp_path)
+
+
+def test_a_kernel_btf_without_the_context_gets_the_raw_hook(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The per-syscall programs read struct syscall_tp_t (every kernel seen has it in its
+    BTF); a BTF without it (here: the floor object's own) gets the raw pair, said once."""
+    full = str(fake_tracefs(tmp_path / "full"))
+    floor = str(REPO / "tracer" / "bpf" / "empty.bpf.o")
+    assert syscall_hook.choose((full,), never_mount).hook == "tracepoints"  # the kernel's BTF has it
+    syscall_hook._chosen.clear()
+    choice = syscall_hook.choose((full,), never_mount, btf_path=floor)
+    assert choice.hook == "raw" and "no struct syscall_tp_t" in choice.refused
+    assert capsys.readouterr().err == (
+        "mysqlio: the kernel's BTF has no struct syscall_tp_t, the context the per-syscall tracepoints' programs "
+        "read; using the raw sys_enter/sys_exit hook instead, which every syscall on the machine pays for\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def past_record_object(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mysqlio's probes whose per-syscall exit programs read past the event's record
+    (tests/fixtures/past_record.bpf.c), built as the Makefile builds the real ones."""
+    obj = tmp_path_factory.mktemp("past_record") / "past_record.bpf.o"
+    arch = {"x86_64": "x86", "aarch64": "arm64"}[platform.machine()]
+    source = REPO / "tests" / "fixtures" / "past_record.bpf.c"
+    cflags = ["-g", "-O2", "-Wall", "-Werror", "-target", "bpf", f"-D__TARGET_ARCH_{arch}"]
+    includes = [f"-I{REPO / 'build'}", f"-I{REPO / 'probes'}"]  # vmlinux.h (make setup), mysqlio.bpf.c
+    subprocess.run(["clang", *cflags, *includes, "-c", str(source), "-o", str(obj)], check=True)
+    return obj
+
+
+@pytest.mark.bpf
+def test_refused_tracepoints_fall_back_to_raw(
+    bpf_ready: None, past_record_object: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The kernel refuses the per-syscall exit programs at attach (a read past the
+    event's record, as on RT kernels before the probes read struct syscall_tp_t): the
+    probes load again on the raw hook, said in one stderr line with the kernel's
+    reason, and count doctor's test write and fsync exactly; doctor's hook line names
+    the cause. Forced to the tracepoints, doctor fails, its fix the variable, not
+    SystemTap."""
+    monkeypatch.setenv("MYSQLIO_BPF_OBJECT", str(past_record_object))
+    attach = doctor_probe.check_probe_attach([])
+    assert attach.status == "ok", attach  # 4096 bytes and their fsync counted exactly
+    why = (
+        r"attaching handle_exit\w* to syscalls:sys_exit_fsync: Permission denied "
+        r"\(a program reads past the event's record, which the kernel checks at attach\)"
+    )
+    refusal = rf"the kernel refused the per-syscall tracepoints \({why}\)"
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("mysqlio:")]
+    assert len(lines) == 1 and re.fullmatch(
+        f"mysqlio: {refusal}; using the raw sys_enter/sys_exit hook instead, which every syscall on the machine "
+        "pays for",
+        lines[0],
+    ), lines
+    hook = doctor_kernel.check_syscall_hook(syscall_hook.choose(quiet=True))
+    assert hook.status == "warn" and hook.value == "raw" and re.search(refusal, hook.detail), hook
+
+    monkeypatch.setattr(syscall_hook, "_chosen", {})
+    monkeypatch.setenv(syscall_hook.HOOK_ENV, "tracepoints")
+    forced = doctor_probe.check_probe_attach([])
+    assert forced.status == "fail", forced
+    assert re.fullmatch(f"the kernel refused the per-syscall tracepoints: {why}", forced.detail), forced
+    assert (
+        forced.fix == f"unset {syscall_hook.HOOK_ENV}: mysqlio then falls back to the raw hook, which counts the same"
+    )

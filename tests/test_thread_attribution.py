@@ -5,11 +5,15 @@ text output's group block. (The same rules against a real server: test_server_th
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+
 import numpy as np
 
+from mysqlio.connections import Connections, StartConnections
 from mysqlio.model import FileActivity, Interval, ThreadActivity
 from mysqlio.output import format_groups
-from mysqlio.probe import FileIdentity
+from mysqlio.probe import Drops, FileIdentity
 from mysqlio.server_threads import (
     PREPARED,
     ServerThread,
@@ -19,7 +23,7 @@ from mysqlio.server_threads import (
     readable_name,
     shorten_text,
 )
-from mysqlio.thread_attribution import BACKGROUND, KERNEL, NO_STATEMENT, UNKNOWN, Timeline
+from mysqlio.thread_attribution import BACKGROUND, KERNEL, NO_STATEMENT, UNKNOWN, UNKNOWN_CONNECTION, Timeline
 
 ALICE = ServerThread(101, 21, "thread/sql/one_connection", False, 7, "alice", "localhost", "shop")
 BOB = ServerThread(102, 22, "thread/sql/one_connection", False, 8, "bob", "localhost", "sbtest")
@@ -174,3 +178,134 @@ def test_prune_keeps_what_the_next_interval_needs() -> None:
     bob = tl.view(102, 12.0, 13.0)
     assert bob is not None and bob.query == "UPDATE t"  # running at the last sample
     assert tl.view(101, 10.0, 11.0) == tl.view(555, 10.0, 11.0)  # alice forgotten: unknown
+
+
+# ---- connections (the probes' `conn`: the socket a thread last read; issue 58) ----
+
+# one OS thread (tid 200, from the thread cache) serves carol's connection, then dave's
+CAROL = ServerThread(200, 31, "thread/sql/one_connection", False, 11, "carol", "localhost", None, True)
+DAVE = ServerThread(200, 32, "thread/sql/one_connection", False, 12, "dave", "localhost", None, True)
+CAROL_SOCKET, DAVE_SOCKET, NEVER_LEARNT = 9001, 9002, 9003
+
+
+def _cached_thread_timeline(connections: bool = True) -> Timeline:
+    tl = Timeline(connections=connections)
+    tl.add(ThreadSample(10.0, [CAROL, CLEANER], [], sockets=[(31, CAROL_SOCKET)]))
+    # dave's connection on the same OS thread, 0.25 s later: carol's last bytes were written
+    # between the two samples, dave's first before the next one
+    tl.add(ThreadSample(10.25, [DAVE, CLEANER], [], sockets=[(32, DAVE_SOCKET)]))
+    return tl
+
+
+def test_a_cached_thread_gives_each_connection_its_bytes() -> None:
+    tl = _cached_thread_timeline()
+    for conn, user in ((CAROL_SOCKET, "carol@localhost"), (DAVE_SOCKET, "dave@localhost")):
+        view = tl.view(200, 10.0, 10.25, conn)
+        assert view is not None and (view.user, view.connection_id) == (user, 11 if conn == CAROL_SOCKET else 12)
+    # a socket never learnt, or no socket read since the attach by a thread that holds one
+    assert tl.view(200, 10.0, 10.25, NEVER_LEARNT).user == UNKNOWN_CONNECTION  # type: ignore[union-attr]
+    assert tl.view(200, 10.0, 10.25, 0).user == UNKNOWN_CONNECTION  # type: ignore[union-attr]
+    # the server's own threads stay the server's, a thread pfs never listed is named by its socket
+    assert tl.view(90, 10.0, 10.25, CAROL_SOCKET).user == BACKGROUND  # type: ignore[union-attr]
+    assert tl.view(777, 10.0, 10.25, DAVE_SOCKET).user == "dave@localhost"  # type: ignore[union-attr]
+    assert tl.view(777, 10.0, 10.25, 0).user == UNKNOWN  # type: ignore[union-attr]
+    # without connections (SystemTap, older traces): the sample in force, dave for both
+    old = _cached_thread_timeline(connections=False)
+    assert {old.view(200, 10.0, 10.25, c).user for c in (CAROL_SOCKET, DAVE_SOCKET)} == {"dave@localhost"}  # type: ignore[union-attr]
+
+
+def test_a_seeded_thread_is_its_connection_from_the_attach() -> None:
+    """conn 0 of a thread the probes were told the connection of (it read no socket since
+    they attached): that connection's; of another thread holding a socket: unknown."""
+    tl = _cached_thread_timeline()
+    tl.add(ThreadSample(10.5, None, [], seeded=[(200, DAVE_SOCKET)]))
+    assert tl.view(200, 10.25, 10.5, 0).user == "dave@localhost"  # type: ignore[union-attr]
+    codes, keys, _ = tl.keys(
+        np.array([200, 200, 200, 90, 777]),
+        np.array([10.1, 10.3, 10.3, 10.3, 10.3]),
+        "user",
+        np.array([CAROL_SOCKET, 0, NEVER_LEARNT, DAVE_SOCKET, CAROL_SOCKET]),
+    )
+    assert [keys[c] for c in codes] == [
+        "carol@localhost",
+        "dave@localhost",
+        UNKNOWN_CONNECTION,
+        BACKGROUND,
+        "carol@localhost",
+    ]
+
+
+def test_a_connections_query_is_its_own() -> None:
+    """The statements of a connection's thread that are another connection's (the same OS
+    thread, earlier) are not this one's query."""
+    tl = Timeline(connections=True)
+    carol_insert = Statement(200, 1, 10.0, 10.1, "d1", "INSERT INTO `t`", key="k1", thread_id=31)
+    dave_select = Statement(200, 1, 10.15, 10.2, "d2", "SELECT ?", key="k2", thread_id=32)
+    tl.add(ThreadSample(10.0, [CAROL], [carol_insert], sockets=[(31, CAROL_SOCKET)]))
+    tl.add(ThreadSample(10.25, [DAVE], [dave_select], sockets=[(32, DAVE_SOCKET)]))
+    view = tl.view(200, 10.0, 10.25, CAROL_SOCKET)
+    assert view is not None and (view.user, view.query) == ("carol@localhost", "INSERT INTO `t`")
+    codes, keys, _ = tl.keys(
+        np.array([200, 200]), np.array([10.17, 10.17]), "query", np.array([CAROL_SOCKET, DAVE_SOCKET])
+    )
+    assert [keys[c] for c in codes] == [NO_STATEMENT, "k2"]
+
+
+def test_samples_with_sockets_round_trip_and_older_rows_read() -> None:
+    sample = ThreadSample(10.5, [CAROL], [], sockets=[(31, CAROL_SOCKET)], owners=[DAVE], seeded=[(200, CAROL_SOCKET)])
+    assert ThreadSample.from_json(sample.to_json()) == sample
+    # rows of traces recorded before: 8 fields a thread, 7 a statement
+    old = ThreadSample.from_json({"t": 1.0, "threads": [ALICE.to_row()[:8]], "statements": [SORT.to_row()[:7]]})
+    assert old is not None and old.threads == [ALICE] and old.statements == [SORT] and old.sockets == []
+    assert ThreadSample.from_json({"t": 1.0, "sockets": [[1, "x"]]}) is None
+
+
+def test_start_connections() -> None:
+    """A thread seen serving a logged-in connection in a sample begun after the attach and
+    ended before its first socket read (the probes' first_ns) served it from the attach:
+    its requests of conn 0 are that connection's; seen later, or on an OS thread two
+    listed connections claim, or before the attach: none (unknown). Each thread once."""
+
+    class Map:
+        def __init__(self, first: dict[int, int]) -> None:
+            self.first = first
+
+        def first_reads(self, tids: Iterable[int]) -> dict[int, int | None]:
+            return {tid: self.first.get(tid) for tid in tids}
+
+        def prune(self, alive: set[int]) -> int:
+            return 0
+
+    class Probe:
+        def __init__(self, first: dict[int, int]) -> None:
+            self.conn_map = Map(first)
+
+        def drops(self) -> Drops:
+            return Drops({"conn_full": 0})
+
+    erin = ServerThread(201, 33, "thread/sql/one_connection", False, 13, "erin", "localhost", None, True)
+    frank = ServerThread(202, 34, "thread/sql/one_connection", False, 14, "frank", "localhost", None, True)
+    shared = [
+        ServerThread(203, i, "thread/sql/one_connection", False, i, "u", "localhost", None, True) for i in (35, 36)
+    ]
+    now = [9.0]
+    conns = Connections()
+    # carol's socket known before the attach: that sample does not count
+    conns.add(ThreadSample(9.0, [CAROL], [], sockets=[(31, CAROL_SOCKET)], listed_at=8.9, learnt_at=9.0))
+    # carol read a socket at 10.5 s (after this sample), frank at 10.05 s (before it ended), erin none
+    starts = StartConnections(Probe({200: 10_500_000_000, 202: 10_050_000_000}), os.getpid(), clock=lambda: now[0])
+    now[0] = 9.5  # attached
+    conns.add(
+        ThreadSample(
+            10.1,
+            [CAROL, erin, frank, *shared],
+            [],
+            sockets=[(33, 7), (34, 8), (35, 9), (36, 10)],
+            listed_at=10.0,
+            learnt_at=10.1,
+        )
+    )
+    assert starts.resolve(conns) == {200: CAROL_SOCKET, 201: 7}
+    assert conns.seeded == {200: CAROL_SOCKET, 201: 7}
+    conns.add(ThreadSample(10.2, None, [], listed_at=10.15, learnt_at=10.2))
+    assert starts.resolve(conns) == {}  # each thread once: frank's requests of conn 0 stay unknown

@@ -83,6 +83,8 @@ def test_columns_round_trip(tmp_path: Path) -> None:
     for e, seed in ((e1, 1), (e2, 2)):  # a writeback's cause, "none" for the others
         wb = e["op"] == OP_NAMES.index("writeback")
         e["by"][wb] = np.random.default_rng(seed).integers(1, len(BY_NAMES), int(wb.sum()))
+        # the thread's connection (a socket inode; 0 for none)
+        e["conn"] = np.random.default_rng(seed).choice(np.array([0, 4_000_000_001, 17], np.uint32), len(e))
     files = file_map((1, 2, 3, 4))
     with TraceWriter(str(path), meta()) as w:
         w.write(e1, files, THREADS, 0)
@@ -110,6 +112,7 @@ def test_columns_round_trip(tmp_path: Path) -> None:
     assert col["latency_ns"] == e["latency_ns"].tolist()
     assert col["by"] == [BY_NAMES[b] for b in e["by"].tolist()]
     assert set(col["by"]) == set(BY_NAMES)
+    assert col["conn"] == e["conn"].tolist() and set(col["conn"]) == {0, 4_000_000_001, 17}
     assert reader.complete and not reader.truncated
     assert reader.devices == []  # no device samples written: none read
 
@@ -443,3 +446,15 @@ def test_device_samples_in_the_example_trace() -> None:
     list(reader.batches())
     assert len(reader.devices) == 60 and all(s["interval_s"] == 0.5 for s in reader.devices)
     assert [s["t"] for s in reader.devices] == [0.5 * (b + 1) for b in range(60)]
+
+
+def test_a_trace_recorded_before_connections_reads_as_none() -> None:
+    """The example trace has no `conn` column and no `connections` in its metadata: every
+    event's connection reads 0 and report names threads by their samples, as before."""
+    from mysqlio.trace_events import Decoder
+
+    reader = TraceReader(str(Path(__file__).parent / "fixtures" / "example.trace"))
+    assert reader.schema.get_field_index("conn") < 0 and not reader.meta.connections
+    dec = Decoder()
+    conns = [dec.decode(batch).conn for batch in reader.batches()]
+    assert sum(len(c) for c in conns) == 5944 and not any(c.any() for c in conns)

@@ -27,7 +27,7 @@ from QEMU's monitor), and the tail of vng's own console output (guest_failure_te
 Emulation is 5–10× slower than the host; a boot to the command takes 20–60 s (more when the
 machine is busy), and each Python start in the guest a few seconds (the root is shared over 9p).
 
-Found in such guests (Debian's 5.10, 6.1, 6.12 and sid's 7.2): tracefs is mounted at
+Found in such guests (Debian's 5.10, 6.1, 6.1-rt, 6.12 and sid's 7.2): tracefs is mounted at
 /sys/kernel/tracing and debugfs at /sys/kernel/debug (so /sys/kernel/debug/tracing works too);
 /sys/kernel/btf/vmlinux is there; the guest's /tmp, /var, /srv... are overlays on the host's
 (a file on an overlay is named by other inodes in the kernel than stat(2) gives: write test
@@ -346,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Run a command in a guest on a Debian stock kernel (see the module docstring).",
         usage="%(prog)s --kernel ALIAS [--rwdir DIR]... [--timeout S] -- CMD...",
     )
-    ap.add_argument("--kernel", required=True, help="5.10, 6.1, 6.12 or sid (tools/kernels.py)")
+    ap.add_argument("--kernel", required=True, help="5.10, 6.1, 6.12, sid or 6.1-rt (tools/kernels.py)")
     ap.add_argument("--headers", action="store_true", help="fetch the kernel's headers too")
     ap.add_argument("--rwdir", action="append", default=[], help="a host directory the guest may write")
     ap.add_argument("--timeout", type=float, default=900, help="seconds before the guest is killed (default 900)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fetch Debian's stock kernels (and on request their headers) for booting under emulation.
 
-    python3 tools/kernels.py fetch 5.10 6.1 6.12 sid         # images + modules, JSON on stdout
+    python3 tools/kernels.py fetch 5.10 6.1 6.12 sid 6.1-rt  # images + modules, JSON on stdout
     python3 tools/kernels.py fetch --headers 6.1             # + linux-headers-REL, -common, linux-kbuild
     python3 tools/kernels.py aliases                         # the aliases and their Debian suites
 
@@ -14,6 +14,8 @@ Aliases (resolved at fetch time from the suite's metapackage `linux-image-ARCH`,
 
     "5.10" Debian 11 (bullseye)   "6.1" Debian 12 (bookworm)
     "6.12" Debian 13 (trixie)     "sid" the newest kernel in unstable
+    "6.1-rt" Debian 12's PREEMPT_RT flavour (`linux-image-rt-ARCH`): the syscall tracepoints'
+             layout of RHEL 9.3+ (a longer struct trace_entry: probes/mysqlio.bpf.c, enter_tracepoint)
 
 How (stdlib only, as root):
 - A PRIVATE apt configuration per suite (its own sources.list, lists, cache and an empty
@@ -54,7 +56,9 @@ from pathlib import Path
 from typing import Any
 
 # alias -> Debian suite
-ALIASES: dict[str, str] = {"5.10": "bullseye", "6.1": "bookworm", "6.12": "trixie", "sid": "sid"}
+ALIASES: dict[str, str] = {"5.10": "bullseye", "6.1": "bookworm", "6.12": "trixie", "sid": "sid", "6.1-rt": "bookworm"}
+# alias -> the image metapackage's flavour prefix (linux-image-FLAVOUR-ARCH); "" for the stock one
+FLAVOURS: dict[str, str] = {"6.1-rt": "rt-"}
 DEBIAN_RELEASE = {"bullseye": "Debian 11", "bookworm": "Debian 12", "trixie": "Debian 13", "sid": "Debian unstable"}
 CACHE_DIR = Path(os.environ.get("MYSQLIO_KERNEL_CACHE", "/var/cache/mysqlio"))
 KERNELS_DIR = Path(os.environ.get("MYSQLIO_KERNELS_DIR", "/srv/mysqlio/kernels"))
@@ -72,8 +76,8 @@ class KernelFetchError(RuntimeError):
 class Kernel:
     """One unpacked Debian kernel.
 
-    alias     "5.10", "6.1", "6.12" or "sid"
-    release   `uname -r` of that kernel, e.g. "6.1.0-41-amd64"
+    alias     "5.10", "6.1", "6.12", "sid" or "6.1-rt"
+    release   `uname -r` of that kernel, e.g. "6.1.0-41-amd64" ("6.1.0-41-rt-amd64")
     vmlinuz   the bootable image (KERNELS_DIR/RELEASE/boot/vmlinuz-RELEASE, or in packages
               newer than Debian 13 …/usr/lib/modules/RELEASE/vmlinuz)
     modules   its unpacked modules directory (…/lib/modules/RELEASE; /lib/modules/RELEASE
@@ -304,11 +308,11 @@ def _deps(fields: dict[str, str]) -> list[str]:
     return re.findall(r"(?:^|[,|]\s*)([a-z0-9][a-z0-9.+-]+)", fields.get("Depends", ""))
 
 
-def _resolve_image(apt: PrivateApt) -> tuple[str, dict[str, str]]:
+def _resolve_image(apt: PrivateApt, flavour: str = "") -> tuple[str, dict[str, str]]:
     arch = _host_arch()
-    meta = apt.show(f"linux-image-{arch}")
+    meta = apt.show(f"linux-image-{flavour}{arch}")
     if meta is None:
-        raise KernelFetchError(f"{apt.suite} has no linux-image-{arch} metapackage")
+        raise KernelFetchError(f"{apt.suite} has no linux-image-{flavour}{arch} metapackage")
     names = [d for d in _deps(meta) if d.startswith("linux-image-")]
     candidates: list[str] = []
     for name in names:
@@ -476,12 +480,12 @@ def ensure_kernel(alias: str, headers: bool = False, *, refresh: bool = False, _
         apt = PrivateApt(suite)
         apt.update(force=refresh)
         try:
-            package, fields = _resolve_image(apt)
+            package, fields = _resolve_image(apt, FLAVOURS.get(alias, ""))
         except KernelFetchError:
             if refresh:
                 raise
             apt.update(force=True)
-            package, fields = _resolve_image(apt)
+            package, fields = _resolve_image(apt, FLAVOURS.get(alias, ""))
         release, version = _release_of(package), fields["Version"]
         debs_dir = CACHE_DIR / "debs" / suite
         wanted = _closure(apt, package, fields, release, headers=False)

@@ -33,14 +33,21 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    are all its losses; the losses' counters are named in the verdict. Then a cell is
    judged on its files: "exact", or "skipped: ..." when its files are short by no more
    requests than the runs skipped (tests/test_kernel_matrix.py accepts that only on a kernel
-   whose tasks are preempted in the kernel, as Debian's PREEMPT_LAZY 7.x kernels, the only
-   ones where such runs were seen).
+   whose programs on the syscall tracepoints can be preempted, as Debian's PREEMPT_LAZY 7.x
+   kernels, the only ones where such runs were seen).
+   record's cells also differ where a file's requests of a class (write, sync, read) were
+   counted but none was timed (report's <class>_latency_ns): the enter programs stamp each
+   request with its syscall's number, read from the tracepoint's context, which the exit
+   checks; a number read from the wrong place leaves every request untimed.
+5. Notes which syscall hook each tracer runs on (its programs, from its fds and bpftool):
+   "tracepoints" (the per-syscall tracepoints' handle_exit*) or "raw" (handle_sys_exit*,
+   where mysqlio fell back to the raw sys_enter/sys_exit).
 
 The JSON written to --out (schema 1; tools/compat_table.py reads it):
     {"schema": 1, "alias": "6.1", "where": "guest" | "host", "date": "<UTC>", "seconds": 312.5,
      "source": {"commit": "<HEAD>", "uncommitted_changes": false}, "repo": "<the checkout>",
      "kernel": {"release", "proc_version", "btf", "btf_bytes", "tracefs_mounts",
-                "debugfs_mounts", "io_uring_disabled", "preempt"},
+                "debugfs_mounts", "io_uring_disabled", "preempt", "faultable_tracepoints"},
      "scratch": {"fs": "ext4 (loop device)" | "tmpfs" | ..., "path", "note"?},
      "doctor": {"returncode", "seconds", "json" (doctor's own JSON) | null, "output"},
      "lacked": ["<what the kernel lacked, and the fallback used>", ...],
@@ -49,6 +56,7 @@ The JSON written to --out (schema 1; tools/compat_table.py reads it):
      "ebpf": {"top" | "record" | "exporter": {
                   "status": "ran" | "load failed" | "error", "error": "<line>" | null,
                   "load_seconds", "seconds", "stderr" (its tail), "lost_events",
+                  "syscall_hook": "tracepoints" | "raw" | "none",
                   "cells": {"write": "exact", "aio": "differs: ...", ...}}},
      "stap": {same shape as "ebpf", per stap mode} (absent until stap runs are added)}
 Another runner may add its own backend under "stap" (same per-mode shape); the table
@@ -96,7 +104,7 @@ from mysqlio.devtools.traced import (
     read_json_line,
     start_top,
 )
-from mysqlio.doctor_kernel import preemption_model
+from mysqlio.doctor_kernel import faultable_syscall_tracepoints, preemption_model
 from mysqlio.probe import DEVICE_ONLY_DROPS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -156,6 +164,8 @@ def kernel_facts() -> dict[str, Any]:
         "debugfs_mounts": _mounts("debugfs"),
         "io_uring_disabled": int(uring.read_text()) if uring.exists() else None,
         "preempt": preemption_model(),
+        # whether the syscall tracepoints' programs can be preempted at all (6.13)
+        "faultable_tracepoints": faultable_syscall_tracepoints(),
     }
 
 
@@ -440,11 +450,38 @@ def skipped_by_program(pid: int) -> dict[str, int]:
     return {names.get(prog_id, str(prog_id)): n for prog_id, n in misses.items()}
 
 
+def syscall_hook_held(pid: int) -> str:
+    """The syscall hook process pid's programs are on: "tracepoints" when it holds the
+    per-syscall tracepoints' exit program (handle_exit*, a tracepoint program), "raw" for
+    the raw hook's (handle_sys_exit*; bpftool cuts names at 15 characters), else "none"."""
+    ids = {int(info["prog_id"]) for info in bpf_fdinfo(pid) if "prog_id" in info}
+    listing = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True, check=False)
+    for prog in json.loads(listing.stdout or "[]"):
+        name = prog.get("name", "")
+        if prog.get("id") not in ids:
+            continue
+        if name.startswith("handle_sys_exit"):
+            return "raw"
+        if name.startswith("handle_exit") and prog.get("type") == "tracepoint":
+            return "tracepoints"
+    return "none"
+
+
+# report's latency classes, with the counter of each class's requests
+LATENCY_CLASSES = (("write", "write_ops"), ("sync", "sync_ops"), ("read", "read_ops"))
+
+
+def untimed_classes(row: dict[str, Any]) -> list[str]:
+    """The classes of a report file row whose requests were counted but none timed."""
+    return [cls for cls, ops in LATENCY_CLASSES if row.get(ops) and not row.get(f"{cls}_latency_ns")]
+
+
 def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> None:
     """Stop a tracer that ran and collect its per-file counts (in iogen's names) and losses."""
     try:
         # by program name, for the verdict's text; read again just before record stops
         t.extra["skipped_by_program"] = skipped_by_program(t.proc.pid)
+        t.extra["syscall_hook"] = syscall_hook_held(t.proc.pid)
         if t.mode == "top":
             # Two intervals stamped after the workload: the first may have drained just before
             # it ended, the second cannot (a sample takes seconds under emulation, and a SIGINT
@@ -509,6 +546,11 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             }
             t.want = _iogen_rows(expected)
             t.lost = {"lost_events": report["lost_events"], "truncated": int(bool(report.get("truncated")))}
+            t.extra["untimed"] = {
+                f["path"]: untimed_classes(f)
+                for f in report["files"]
+                if f["path"].startswith(prefix) and untimed_classes(f)
+            }
             t.extra["lost_by_reason"] = report.get("lost_by_reason", {})  # which counters lost them
             t.extra["paths_elsewhere"] = _elsewhere({f["path"]: f for f in report["files"]}, workdir)
         else:
@@ -553,6 +595,10 @@ def judge(t: Tracer, scenarios: Scenarios) -> None:
             diffs = [f"{c} {got.get(c, 0)} (iogen {want[c]})" for c in want if got.get(c, 0) != want[c]]
             if diffs:
                 bucket.append(f"{name}: {', '.join(diffs)}")
+    for path, classes in t.extra.get("untimed", {}).items():
+        issues.setdefault(scenarios.of(path), []).append(
+            f"{os.path.basename(path)}: {', '.join(classes)} requests counted, none timed"
+        )
     reasons = ", ".join(f"{k} {v:g}" for k, v in sorted(_loss_reasons(t).items()))
     losses = [
         f"{k} {v:g}" + (f" ({reasons})" if reasons and k == "lost_events" else "") for k, v in t.lost.items() if v
@@ -758,7 +804,9 @@ def all_exact(result: dict[str, Any]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="where to write the JSON result")
-    ap.add_argument("--alias", default="host", help="the kernel's alias in the matrix (5.10, 6.1, 6.12, sid, host)")
+    ap.add_argument(
+        "--alias", default="host", help="the kernel's alias in the matrix (5.10, 6.1, 6.12, sid, 6.1-rt, host)"
+    )
     ap.add_argument("--where", choices=("guest", "host"), default=None, help="default: guest unless --alias host")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     ap.add_argument(

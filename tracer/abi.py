@@ -35,6 +35,7 @@ PAGE_BYTES = 4096
 MAX_REGION_FILES = 4
 MAX_REGION_RANGES = 8
 MAX_REGION_SLOTS = 32
+MAX_CONN_THREADS = 16384
 LAT_SUB_BITS = 3
 LAT_SUB = 8
 LAT_MIN_EXP = 8
@@ -137,6 +138,16 @@ class Control(Struct):
     ]
 
 
+class ConnState(Struct):
+    """struct conn_state"""
+
+    _fields_ = [
+        ("conn", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("first_ns", ctypes.c_uint64),
+    ]
+
+
 class FileOpKey(Struct):
     """struct file_op_key"""
 
@@ -148,7 +159,7 @@ class FileOpKey(Struct):
         ("api", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
         ("region", ctypes.c_uint8),
-        ("pad2", ctypes.c_uint32),
+        ("conn", ctypes.c_uint32),
     ]
 
 
@@ -163,7 +174,7 @@ class StatsCell(Struct):
         ("api", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
         ("region", ctypes.c_uint8),
-        ("key_pad", ctypes.c_uint32),
+        ("conn", ctypes.c_uint32),
         ("bytes", ctypes.c_uint64),
         ("ops", ctypes.c_uint64),
         ("errors", ctypes.c_uint64),
@@ -258,7 +269,8 @@ class Event(Struct):
         ("op", ctypes.c_uint8),
         ("api", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8 * 5),
+        ("pad", ctypes.c_uint8),
+        ("conn", ctypes.c_uint32),
     ]
 
 
@@ -283,7 +295,8 @@ class PendingIo(Struct):
         ("op", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
         ("region", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8 * 5),
+        ("pad", ctypes.c_uint8),
+        ("conn", ctypes.c_uint32),
     ]
 
 
@@ -304,6 +317,7 @@ class DropCounters(Struct):
         ("dev_full", ctypes.c_uint64),
         ("msync_no_file", ctypes.c_uint64),
         ("events_contended", ctypes.c_uint64),
+        ("conn_full", ctypes.c_uint64),
     ]
 
 
@@ -311,6 +325,7 @@ class DropCounters(Struct):
 STRUCTS: dict[str, type[Struct]] = {
     "region_table": RegionTable,
     "mio_control": Control,
+    "conn_state": ConnState,
     "file_op_key": FileOpKey,
     "stats_cell": StatsCell,
     "thread_name": ThreadName,

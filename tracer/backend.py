@@ -115,13 +115,21 @@ def set_page_cache(on: bool) -> None:
 
 
 def open_probe(
-    backend: str, pid: int, record_ring_bytes: int = 0, stop: threading.Event | None = None, timed: bool = True
+    backend: str,
+    pid: int,
+    record_ring_bytes: int = 0,
+    stop: threading.Event | None = None,
+    timed: bool = True,
+    connections: bool = False,
 ) -> Probe:
     """The probe of a selected backend ("bpf" | "stap") for top (record_ring_bytes 0) or record;
     timed: requests timed from the start (else from the probe's start_timing(): top without
-    --latency, where eBPF then runs no enter programs)."""
+    --latency, where eBPF then runs no enter programs); connections: eBPF keys rows and
+    events by the connection each thread served (--mysql; SystemTap does not)."""
     if backend == "stap":
         mode = "record" if record_ring_bytes else "top"
         prebuilt = _prebuilt.get(mode)
         return StapProbe.start(pid, mode, stop=stop, module=prebuilt.module if prebuilt is not None else None)
-    return BpfProbe(pid, record_ring_bytes=record_ring_bytes, page_cache=_page_cache[0], timed=timed)
+    return BpfProbe(
+        pid, record_ring_bytes=record_ring_bytes, page_cache=_page_cache[0], timed=timed, connections=connections
+    )

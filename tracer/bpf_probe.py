@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import abi, abi_check, kernel_features, stats_cells, syscall_hook
+from .conn_map import ConnectionMap, unused_conn_programs
 from .disk_stat import DiskCounters
 from .errors import BpfError
 from .ibdata_regions import RegionMap
@@ -98,15 +99,36 @@ class BpfProbe:
         record_ring_bytes: int = 0,
         page_cache: bool = True,
         timed: bool = True,
+        connections: bool = False,
+    ) -> None:
+        """See _open. Should the kernel refuse a per-syscall tracepoint's program at
+        attach, the probes are opened again on the raw hook (syscall_hook.fall_back)."""
+        try:
+            self._open(pid, object_path, record_ring_bytes, page_cache, timed, connections)
+        except syscall_hook.TracepointsRefused as refused:
+            if not syscall_hook.fall_back(refused):  # forced to the tracepoints
+                raise
+            self._open(pid, object_path, record_ring_bytes, page_cache, timed, connections)
+
+    def _open(
+        self,
+        pid: int,
+        object_path: str | None,
+        record_ring_bytes: int,
+        page_cache: bool,
+        timed: bool,
+        connections: bool,
     ) -> None:
         """record_ring_bytes > 0 also streams one event per request through a
         ring buffer of that size (a power of two, multiple of the page size).
         page_cache: also count page-cache dirtying, writeback and block devices
         (where the kernel has the hooks). timed: time each request for the
         latency histograms from the start (else from start_timing(); record
-        always times)."""
+        always times). connections: key each row and event by the connection its
+        thread served (--mysql: probes/connection.bpf.h)."""
         self.pid = pid
         self.page_cache = page_cache
+        self.connections = connections
         self._ring_bytes = record_ring_bytes
         path = object_path or bpf_object_path()
         cells_used = stats_cells_used()  # a bad value: one line, before anything is open
@@ -167,6 +189,7 @@ class BpfProbe:
         self._disks = DiskCounters() if self.page_cache else None  # the devices' own view, from now on
         self._prog_fds = self._obj.program_fds()
         self._server_files = self._obj.map("server_files")
+        self.conn_map = ConnectionMap(self._obj.map("conns"))  # read, pruned by connections.py
 
     def _enter_programs(self) -> tuple[str, ...]:
         """The programs with an attach point in their section that only time
@@ -271,6 +294,9 @@ class BpfProbe:
             )
             if not chosen:
                 obj.disable_program(self._program(program))
+        obj.set_rodata("targ_conns", ctypes.c_bool(self.connections))
+        for program in unused_conn_programs(self.connections, self.syscall_hook == "raw", features.rdonly_cast):
+            obj.disable_program(program)
         self._adapt_event_stream(features, record)
 
     def _adapt_event_stream(self, features: KernelFeatures, record: bool) -> None:
@@ -528,7 +554,7 @@ _OP, _API, _BY, _REGION = _members(abi.Op), _members(abi.Api), _members(abi.By),
 
 def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
     """A row of stats_cells.merged: its key (stats_cells.KEY_FIELDS), its counts."""
-    ino, dev, tid, op, api, by, region = key
+    ino, dev, tid, op, api, by, region, conn = key
     return OpCount(
         file=FileIdentity.from_kernel(dev, ino),
         tid=tid,
@@ -539,6 +565,7 @@ def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
         errors=counts[2],
         by=_BY(by),
         region=_REGION(region),
+        conn=conn,
     )
 
 

@@ -26,6 +26,7 @@ import json
 import sys
 from typing import Any
 
+from . import syscall_hook
 from .doctor_check import Check, doctor_json, ebpf_ready, exit_code
 from .doctor_features import kernel_feature_checks, probe_kernel_features
 from .doctor_kernel import (
@@ -36,6 +37,8 @@ from .doctor_kernel import (
     check_libbpf,
     check_preemption,
     check_privileges,
+    check_syscall_hook,
+    faultable_syscall_tracepoints,
     preemption_model,
     syscall_hook_checks,
     tracepoint_checks,
@@ -73,8 +76,11 @@ def system_checks() -> list[Check]:
         bpf_object,
     ]
     checks.append(check_probe_attach([privileges, btf, libbpf, *tracepoints, bpf_object]))
+    # the hook as the attach left it: a refusal there moved the probes to the raw hook
+    hook = next(i for i, c in enumerate(checks) if c.name == "syscall hook")
+    checks[hook] = check_syscall_hook(syscall_hook.choose(quiet=True))
     checks.append(check_io_uring_sysctl())
-    checks.append(check_preemption(preemption_model()))
+    checks.append(check_preemption(preemption_model(), faultable_syscall_tracepoints()))
     ebpf = ebpf_ready(checks)
     built = bpf_object.status == "ok"
     checks += [check_build_tool("clang", built), check_build_tool("bpftool", built), check_stap(ebpf)]

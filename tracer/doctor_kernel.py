@@ -122,11 +122,16 @@ def kernel_configs() -> tuple[str, ...]:
 
 
 def preemption_model(
-    shown_path: str = SCHED_PREEMPT, cmdline_path: str = "/proc/cmdline", configs: Sequence[str] | None = None
+    shown_path: str = SCHED_PREEMPT,
+    cmdline_path: str = "/proc/cmdline",
+    configs: Sequence[str] | None = None,
+    version: str | None = None,
 ) -> str | None:
     """none | voluntary | full | lazy | rt: the scheduler's choice where debugfs shows it
     (PREEMPT_DYNAMIC, e.g. "none voluntary full (lazy)"), else a preempt= boot parameter,
-    else the kernel config's default; None when none can be read."""
+    else rt where the kernel's version says PREEMPT_RT (its model is built in: Debian's
+    -rt kernels, whose config is not in the guests of the kernel matrix), else the kernel
+    config's default; None when none can be read."""
     for path, pattern in ((shown_path, r"\((\w+)\)"), (cmdline_path, r"(?:^|\s)preempt=(\w+)")):
         try:
             found = re.search(pattern, Path(path).read_text())
@@ -134,6 +139,8 @@ def preemption_model(
             continue
         if found:
             return found.group(1)
+    if re.search(r"\bPREEMPT_RT\b", version if version is not None else os.uname().version):
+        return "rt"
     for config in configs or kernel_configs():
         try:
             raw = Path(config).read_bytes()
@@ -147,14 +154,36 @@ def preemption_model(
     return None
 
 
-def check_preemption(model: str | None) -> Check:
+def faultable_syscall_tracepoints(btf_path: str = preflight.BTF_PATH) -> bool | None:
+    """Whether the syscall tracepoints call their programs preemptible: faultable
+    tracepoints (Linux 6.13; struct tracepoint_ext's faultable in the kernel's BTF).
+    Before, a tracepoint runs its programs with preemption off, PREEMPT_RT included.
+    None when the BTF cannot be read."""
+    from .kernel_features import struct_has_member
+
+    try:
+        return struct_has_member("tracepoint_ext", "faultable", btf_path)
+    except OSError:
+        return None
+
+
+def check_preemption(model: str | None, faultable: bool | None = None) -> Check:
     """Whether the programs on the syscall tracepoints can be preempted: then the kernel
-    skips a program for a CPU's other tasks while one task is stopped inside it."""
+    skips a program for a CPU's other tasks while one task is stopped inside it.
+    faultable: faultable_syscall_tracepoints() (None: not known)."""
     name = "preemption"
     if model is None:
         return Check(name, "skip", "not checked: neither debugfs's sched/preempt nor the kernel config is readable")
     if model in ("none", "voluntary"):
         return Check(name, "ok", f"{model}: the probes run to their end once started", value=model)
+    if faultable is False:
+        return Check(
+            name,
+            "ok",
+            f"{model}, but the syscall tracepoints run their programs with preemption off here (they are not"
+            " faultable, as before Linux 6.13): the probes run to their end once started",
+            value=model,
+        )
     seen = "seen on Debian sid's 7.2" if model == "lazy" else "measured only with lazy"
     return Check(
         name,
@@ -292,6 +321,18 @@ def check_syscall_hook(choice: syscall_hook.HookChoice) -> Check:
     forced = f" (forced by {syscall_hook.HOOK_ENV})" if choice.forced else ""
     if tracefs is not None and _root_only(tracefs):
         return Check(name, "skip", "not checked: tracefs is readable by root only")
+    if choice.refused:
+        # the kernel's BTF lacks their context, or the kernel refused one at attach
+        # (doctor's probe attach, made before this check is read)
+        return Check(
+            name,
+            "warn",
+            f"{syscall_hook.describe(choice.hook)}{forced}: {choice.refused}",
+            f"unset {syscall_hook.HOOK_ENV}: the raw hook counts the same"
+            if choice.forced
+            else "nothing to do: the raw hook counts the same, at a cost to every syscall on the machine",
+            value=choice.hook,
+        )
     if choice.hook == "tracepoints":
         if tracefs is not None and not tracefs.events:
             return Check(

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from .doctor_check import Check
 from .errors import BpfError
+from .syscall_hook import HOOK_ENV, TracepointsRefused
 
 TEST_WRITE_BYTES = 4096
 
@@ -74,6 +75,14 @@ def check_probe_attach(
     try:
         written, counted, syncs, load_ms = test()
     except Exception as exc:
+        if isinstance(exc, TracepointsRefused):  # only where the hook was forced to them
+            return Check(
+                "probe attach",
+                "fail",
+                f"the kernel refused the per-syscall tracepoints: {_first_line(str(exc))}",
+                f"unset {HOOK_ENV}: mysqlio then falls back to the raw hook, which counts the same",
+                required=True,
+            )
         if isinstance(exc, (BpfError, OSError)):
             log = getattr(exc, "log", "").strip()
             said = f" (libbpf: {log.splitlines()[-1]})" if log else ""

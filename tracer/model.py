@@ -134,6 +134,8 @@ class ThreadActivity(Counts):
 
     tid: int
     name: str
+    # the connection the thread served (--mysql, eBPF: the probes' conn, a socket inode; 0 none)
+    conn: int = 0
     # the server's view of the thread (thread_attribution.ThreadView, --mysql): user, connection, query
     server: Any = None
 
@@ -156,7 +158,8 @@ class FileActivity(Counts):
     # the part of the file (ibdata_regions.region_name: "doublewrite", "system", ...) its
     # reads and writes were in; "" = the whole file (not split, folded, or syncs and page cache)
     region: str = ""
-    threads: dict[int, ThreadActivity] = field(default_factory=dict)
+    # by (tid, conn): a thread's requests for each connection it served (conn 0 without --mysql)
+    threads: dict[tuple[int, int], ThreadActivity] = field(default_factory=dict)
     # latencies of the requests that completed in the interval, by op class
     latency: dict[str, Histogram] = field(default_factory=dict)
 
@@ -266,9 +269,11 @@ def aggregate(
     for row in rows:
         activity = activity_of(row.file, Region.NONE if fold_regions else row.region)
         activity.add(row)
-        thread = activity.threads.get(row.tid)
+        thread = activity.threads.get((row.tid, row.conn))
         if thread is None:
-            thread = activity.threads[row.tid] = ThreadActivity(tid=row.tid, name=thread_name(row.tid))
+            thread = activity.threads[(row.tid, row.conn)] = ThreadActivity(
+                tid=row.tid, name=thread_name(row.tid), conn=row.conn
+            )
         thread.add(row)
     # a libaio request is counted at submission and timed at completion,
     # which can fall in the next interval: such a file has latency only

@@ -83,6 +83,9 @@ class OpCount:
     errors: int
     by: By = By.NONE  # Op.WRITEBACK: what made the kernel write
     region: Region = Region.NONE  # a region file's reads and writes: the region of their first byte
+    # the connection the thread served (--mysql, eBPF): the inode of the socket it last read
+    # (probes/connection.bpf.h); 0: none seen since the probes attached, or not tracked
+    conn: int = 0
 
 
 @dataclass(frozen=True)
@@ -133,11 +136,16 @@ LATENCY_ONLY_DROPS = frozenset({"lat_full", "lat_unmatched", "aged_out"})
 # Counters of the block devices' split by owner (a device's row that did not fit): every
 # request and page-cache byte of the server is still counted. Shown apart, not "lost events".
 DEVICE_ONLY_DROPS = frozenset({"dev_full"})
+# A thread whose connection did not fit the probes' map: its requests are counted, their
+# connection is unknown (shown as such). Not "lost events".
+CONNECTION_ONLY_DROPS = frozenset({"conn_full"})
 
 
 def lost_by_reason(drops: dict[str, int]) -> dict[str, int]:
     """The counters of a drops dict that lose a request's bytes or event, those not zero."""
-    return {k: v for k, v in drops.items() if v and k not in LATENCY_ONLY_DROPS | DEVICE_ONLY_DROPS}
+    return {
+        k: v for k, v in drops.items() if v and k not in LATENCY_ONLY_DROPS | DEVICE_ONLY_DROPS | CONNECTION_ONLY_DROPS
+    }
 
 
 def lost_events(drops: dict[str, int]) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import target
+from .connections import FRESH_S, Connections, StartConnections
 from .devices import DeviceDeltas
 from .errors import TargetGone
 from .follow import trace_following
@@ -169,6 +170,10 @@ class _Recording:
     lost_by: dict[str, int] = field(default_factory=dict)
     lost_base: dict[str, int] = field(default_factory=dict)  # of those, by processes traced before
     counts_due: float = 0.0  # monotonic time of the next drain of the unread counts
+    # the connections learnt from the thread samples, and what names those the threads
+    # served at the attach (eBPF with --mysql: connections.py); one per traced process
+    conns: Connections = field(default_factory=Connections)
+    starts: StartConnections | None = None
 
     @property
     def lost_total(self) -> int:
@@ -195,6 +200,8 @@ def run_record(options: RecordOptions) -> int:
         command=options.command,
         # ibdata1's regions, for report to split its events by offset
         regions=[{"dev": f.dev, "ino": f.ino, **m.to_json()} for f, m in system_regions(layout).items()],
+        # eBPF gives each event its thread's connection when the threads are sampled
+        connections=options.threads is not None and options.backend == "bpf",
     )
     # the output is created before the probes load: an unwritable path fails first
     writer = TraceWriter(options.output, meta)
@@ -244,7 +251,17 @@ def run_record(options: RecordOptions) -> int:
 def _record_process(recording: _Recording, pid: int) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
     options = recording.options
-    with open_session(options.backend, pid, recording.stop.event, options.ring_bytes) as session:
+    threads = options.threads
+    with open_session(
+        options.backend, pid, recording.stop.event, options.ring_bytes, connections=threads is not None
+    ) as session:
+        recording.conns, recording.starts = Connections(), None
+        if threads is not None and getattr(session.probe, "connections", False):
+            threads.follow(pid)  # the sockets learnt again, now that the probes are attached
+            start_ns = recording.writer.meta.start_mono_ns
+            recording.starts = StartConnections(
+                session.probe, pid, clock=threads.clock, ns_to_clock=lambda ns: (ns - start_ns) / 1e9
+            )
         ring = session.probe.events_reader()
         if not options.quiet:
             print(
@@ -277,7 +294,7 @@ def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Na
         flush_due = now - last_flush >= FLUSH_S
         done_reason = _done(options, session.pid, start, now, writer, recording.stop, check_alive=flush_due)
         if flush_due or done_reason:
-            _flush(recording, session, pending, names, devices)
+            _flush(recording, session, pending, names, devices, final=bool(done_reason))
             pending = []
             last_flush = now
             # the size limit is checked again at once: the next read may be FLUSH_S away
@@ -329,9 +346,16 @@ def _done(
 
 
 def _flush(
-    recording: _Recording, session: Session, pending: list[np.ndarray], names: _Names, devices: _Devices
+    recording: _Recording,
+    session: Session,
+    pending: list[np.ndarray],
+    names: _Names,
+    devices: _Devices,
+    final: bool = False,
 ) -> None:
-    """Write what the ring held (and the server and device samples taken meanwhile) as one batch."""
+    """Write what the ring held (and the server and device samples taken meanwhile) as one
+    batch; the final one with a thread sample begun after the last events (their
+    connections are learnt, connections.FRESH_S)."""
     events = np.concatenate(pending)
     now = time.monotonic()
     if now >= recording.counts_due:
@@ -346,9 +370,15 @@ def _flush(
     recording.count_lost(session.probe.drops().as_dict())
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     device_sample = devices.sample()
-    samples = recording.threads.collect() if recording.threads is not None else []
+    fresh_s = FRESH_S if final and recording.starts is not None else 0.0
+    samples = recording.threads.collect(fresh_s) if recording.threads is not None else []
     for warning in (s.warning for s in samples if s.warning):  # one sample at most says it
         print(f"mysqlio: warning: {warning}", file=sys.stderr)
+    if recording.starts is not None and samples:
+        for sample in samples:
+            recording.conns.add(sample)
+        # stored with the last sample: report gives those threads' events of conn 0 to them
+        samples[-1].seeded = sorted(recording.starts.resolve(recording.conns).items())
     threads = [s.to_json() for s in samples]
     if len(events) or server or device_sample or threads:
         recording.writer.write(

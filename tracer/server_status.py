@@ -382,29 +382,43 @@ class PeriodicSampler(Generic[S]):
         self._sampler = sampler
         self._every_s = every_s
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._wake = threading.Event()  # set by collect(fresh_s): a sample now, off schedule
+        self._done_cond = threading.Condition()
         self._done: list[S] = []
+        self._last_start = float("-inf")  # when the last completed sample began
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
         deadline = time.monotonic()
         while not self._stop.is_set():
+            self._wake.clear()
+            started = time.monotonic()
             status = self._sampler.sample()
-            with self._lock:
+            with self._done_cond:
                 self._done.append(status)
+                self._last_start = started
+                self._done_cond.notify_all()
             deadline += self._every_s
             now = time.monotonic()
             if deadline < now:  # a slow sample: skip the missed slots, keep the phase
                 deadline += (now - deadline) // self._every_s * self._every_s + self._every_s
-            self._stop.wait(deadline - now)
+            self._wake.wait(deadline - now)
 
-    def collect(self) -> list[S]:
-        with self._lock:
+    def collect(self, fresh_s: float = 0.0) -> list[S]:
+        """The samples completed since the previous call. fresh_s > 0: one begun after
+        this call too, waited for at most fresh_s (`top` labels an interval with what the
+        server says right after it ended: a connection that began late in it is named)."""
+        with self._done_cond:
+            if fresh_s > 0 and not self._stop.is_set():
+                asked = time.monotonic()
+                self._wake.set()
+                self._done_cond.wait_for(lambda: self._last_start >= asked, timeout=fresh_s)
             done, self._done = self._done, []
         return done
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=3 * self._sampler.timeout_s + 1)
         self._sampler.close()

@@ -10,7 +10,9 @@ reads them is `thread_sampler.ThreadSampler` (which alone needs PyMySQL).
   stores the tid the probes see (host_tids.py), which traces hold since;
 - `events_statements_current` (each thread's running or last statement) and
   `events_statements_history` (each thread's last few statements) ended since the
-  previous sample, so a statement shorter than the sampling period is still seen.
+  previous sample, so a statement shorter than the sampling period is still seen;
+- `socket_instances`: each connection's socket (its THREAD_ID and fd), whose inode
+  (/proc/PID/fd) names the connection the probes see a thread serve (thread_sockets.py).
 
 Statement times are the server's timer (picoseconds); they become the caller's clock
 through the sample itself: the running statement with the latest TIMER_END is the
@@ -108,6 +110,7 @@ class ServerThread:
     user: str | None = None
     host: str | None = None
     db: str | None = None
+    client_socket: bool = False  # it holds a client connection's socket (socket_instances)
 
     def to_row(self) -> list[Any]:
         return [
@@ -119,12 +122,17 @@ class ServerThread:
             self.user,
             self.host,
             self.db,
+            int(self.client_socket),
         ]
 
     @classmethod
     def from_row(cls, row: list[Any]) -> ServerThread:
-        tid, thread_id, name, background, conn, user, host, db = row
-        return cls(int(tid), int(thread_id), str(name), bool(background), optional_int(conn), user, host, db)
+        # traces recorded before client_socket have 8 fields
+        tid, thread_id, name, background, conn, user, host, db, *rest = row
+        if len(rest) > 1:
+            raise ValueError("a thread row of more than 9 fields")
+        socket = bool(rest[0]) if rest else False
+        return cls(int(tid), int(thread_id), str(name), bool(background), optional_int(conn), user, host, db, socket)
 
 
 @dataclass(frozen=True)
@@ -138,16 +146,21 @@ class Statement:
     digest: str | None
     text: str  # DIGEST_TEXT, else the normalised SQL_TEXT; shortened
     key: str = ""  # query_key() of its SQL_TEXT: the same while it runs and after it ended
+    thread_id: int | None = None  # its performance_schema THREAD_ID: one connection (None: older traces)
 
     def to_row(self) -> list[Any]:
         end = None if self.end is None else round(self.end, 6)
-        return [self.tid, self.event_id, round(self.start, 6), end, self.digest, self.text, self.key]
+        return [self.tid, self.event_id, round(self.start, 6), end, self.digest, self.text, self.key, self.thread_id]
 
     @classmethod
     def from_row(cls, row: list[Any]) -> Statement:
-        tid, event_id, start, end, digest, text, key = row
+        # traces recorded before thread_id have 7 fields
+        tid, event_id, start, end, digest, text, key, *rest = row
+        if len(rest) > 1:
+            raise ValueError("a statement row of more than 8 fields")
         end_t = None if end is None else float(end)
-        return cls(int(tid), int(event_id), float(start), end_t, digest, str(text), str(key))
+        thread_id = optional_int(rest[0]) if rest else None
+        return cls(int(tid), int(event_id), float(start), end_t, digest, str(text), str(key), thread_id)
 
 
 def query_key(normalised: str) -> str:
@@ -159,13 +172,23 @@ def query_key(normalised: str) -> str:
 class ThreadSample:
     """One sample: when (the caller's clock), the threads (None: as in the previous
     sample), the statements running or ended since the previous sample; `warning`, in one
-    sample at most, when the server's threads are not the traced process's."""
+    sample at most, when the server's threads are not the traced process's. `sockets`:
+    the connections' sockets learnt in this sample, (THREAD_ID, socket inode); `seeded`:
+    (tid, socket inode) of the threads whose requests of no connection (conn 0: before
+    they first read a socket since the probes attached) were that connection's
+    (connections.StartConnections)."""
 
     time: float
     threads: list[ServerThread] | None = None
     statements: list[Statement] = field(default_factory=list)
     error: str | None = None
     warning: str | None = None
+    sockets: list[tuple[int, int]] = field(default_factory=list)
+    owners: list[ServerThread] = field(default_factory=list)  # rows of sockets' threads not in `threads`
+    seeded: list[tuple[int, int]] = field(default_factory=list)
+    # not stored: when the threads were listed, and when the sockets were learnt (the clock's)
+    listed_at: float | None = None
+    learnt_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         obj: dict[str, Any] = {
@@ -176,6 +199,12 @@ class ThreadSample:
         }
         if self.warning:
             obj["warning"] = self.warning  # absent from older traces
+        if self.sockets:  # absent from older traces, and when none was learnt
+            obj["sockets"] = [list(s) for s in self.sockets]
+        if self.owners:
+            obj["owners"] = [t.to_row() for t in self.owners]
+        if self.seeded:
+            obj["seeded"] = [list(s) for s in self.seeded]
         return obj
 
     @classmethod
@@ -189,9 +218,24 @@ class ThreadSample:
                 statements=[Statement.from_row(r) for r in obj.get("statements") or ()],
                 error=obj.get("error"),
                 warning=obj.get("warning") if isinstance(obj.get("warning"), str) else None,
+                sockets=_pairs(obj.get("sockets")),
+                owners=[ServerThread.from_row(r) for r in obj.get("owners") or ()],
+                seeded=_pairs(obj.get("seeded")),
             )
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def _pairs(value: Any) -> list[tuple[int, int]]:
+    """A stored list of integer pairs (ValueError / TypeError when damaged)."""
+    if value is None:
+        return []
+    out = []
+    for a, b in value:
+        if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int) or not isinstance(b, int):
+            raise ValueError("not an integer pair")
+        out.append((a, b))
+    return out
 
 
 def optional_int(value: Any) -> int | None:

@@ -124,9 +124,13 @@ def open_session(
     record_ring_bytes: int = 0,
     layout: ServerLayout | None = None,
     timed: bool = True,
+    connections: bool = False,
 ) -> Iterator[Session]:
     """Attach the backend's probe (record_ring_bytes > 0: with record's event stream) to the
     process; detached when the block ends. `stop` set meanwhile abandons a slow start.
-    timed: requests timed from the start (latency; else from probe.start_timing())."""
-    with backend.open_probe(backend_name, pid, record_ring_bytes, stop=stop, timed=timed) as probe:
+    timed: requests timed from the start (latency; else from probe.start_timing()).
+    connections: rows and events keyed by the connection each thread served (--mysql, eBPF)."""
+    with backend.open_probe(
+        backend_name, pid, record_ring_bytes, stop=stop, timed=timed, connections=connections
+    ) as probe:
         yield Session(probe, pid, layout)

@@ -19,7 +19,7 @@ from .libbpf import BpfMap
 
 CELL = np.dtype(abi.StatsCell)
 # a row's key, the fields of struct file_op_key
-KEY_FIELDS = ("ino", "dev", "tid", "op", "api", "by", "region")
+KEY_FIELDS = ("ino", "dev", "tid", "op", "api", "by", "region", "conn")
 CELL_ROWS_NONE = np.zeros(0, dtype=CELL)  # a kernel without the table
 _KEY_AT = tuple(CELL.names.index(f) for f in KEY_FIELDS)
 _BYTES_AT, _OPS_AT, _ERRORS_AT = (CELL.names.index(f) for f in ("bytes", "ops", "errors"))

@@ -15,6 +15,13 @@ else /sys/kernel/tracing. A fresh machine may have neither mounted; then mysqlio
 says so in one line on stderr. Only when that is impossible (no CAP_SYS_ADMIN, a
 kernel without tracefs, a container's read-only /sys) do the probes go on the raw
 pair, said on stderr too, with the reason and the fix.
+
+The per-syscall tracepoints' programs read their context through the kernel's own
+struct syscall_tp_t (probes/mysqlio.bpf.c, enter_tracepoint): a kernel whose BTF
+lacks it gets the raw pair. And should the kernel still refuse to attach one of
+them (it checks a program's reads of the context against the event's record), the
+probes are loaded again on the raw pair (fall_back), said in one stderr line with
+the kernel's reason; only MYSQLIO_SYSCALL_HOOK=tracepoints makes that an error.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
+
+from .errors import BpfError
 
 if TYPE_CHECKING:
     from .libbpf import BpfObject
@@ -93,10 +102,54 @@ def attach(
     exit events (where syscall arguments are read at exit, the enter programs
     only time requests and are attached when requests are timed)."""
     for program, event in attachments(entries, exits):
-        if program == EXIT_PROGRAM:
-            obj.attach_tracepoint(exit or program, "syscalls", event)
-        else:
-            obj.attach_tracepoint(enter or program, "syscalls", event)
+        name = (exit or program) if program == EXIT_PROGRAM else (enter or program)
+        try:
+            obj.attach_tracepoint(name, "syscalls", event)
+        except BpfError as exc:
+            # the errno of the attach libbpf just made (no foreign call since)
+            raise TracepointsRefused(str(exc), ctypes.get_errno(), exc.log) from exc
+
+
+class TracepointsRefused(BpfError):
+    """The kernel refused to attach a program to a per-syscall tracepoint; `errno` is
+    its reason, `cause` says what that means here."""
+
+    def __init__(self, message: str, err: int, log: str = "") -> None:
+        self.errno = err
+        self.cause = refusal_cause(err)
+        super().__init__(f"{message} ({self.cause})" if self.cause else message, log)
+
+
+# struct trace_entry heads every tracepoint's record and context; PREEMPT_RT's lazy
+# preemption adds this member to it (Debian's -rt kernels, RHEL/CentOS Stream 9 from
+# 5.14.0-285), which moved the syscall tracepoints' fields
+LAZY_MEMBER = ("trace_entry", "preempt_lazy_count")
+# the per-syscall tracepoints' context as the kernel gives it to BPF, which the
+# programs read through (probes/mysqlio.bpf.c: struct syscall_tp_t___enter)
+CONTEXT_MEMBER = ("syscall_tp_t", "syscall_nr")
+
+
+def refusal_cause(err: int, btf_path: str = "/sys/kernel/btf/vmlinux") -> str:
+    """What a refused attach to a per-syscall tracepoint means, from its errno."""
+    if err != errno.EACCES:
+        return ""
+    cause = "a program reads past the event's record, which the kernel checks at attach"
+    if _struct_has_member(*LAZY_MEMBER, btf_path):
+        cause += (
+            "; this kernel's struct trace_entry has preempt_lazy_count (PREEMPT_RT's lazy preemption, as on "
+            "RHEL 9.3+), which moves the context's fields (an object built before the probes read them through "
+            "the kernel's own struct syscall_tp_t is refused so: make setup rebuilds it)"
+        )
+    return cause
+
+
+def _struct_has_member(struct: str, member: str, btf_path: str) -> bool:
+    from .kernel_features import struct_has_member
+
+    try:
+        return struct_has_member(struct, member, btf_path)
+    except OSError:
+        return False
 
 
 def libbpf_tracefs_dir(dirs: tuple[str, ...] = TRACEFS_DIRS) -> str:
@@ -216,12 +269,22 @@ class HookChoice:
     hook: Hook
     forced: bool  # by MYSQLIO_SYSCALL_HOOK
     tracefs: Tracefs | None  # None: forced to the raw pair, tracefs not looked at
+    # why the kernel cannot take the per-syscall tracepoints' programs, or refused
+    # one at attach ("": tracefs decided)
+    refused: str = ""
 
     def notice(self) -> str | None:
         """The one stderr line: tracefs mounted, or why the raw pair is used."""
         tracefs = self.tracefs
         if tracefs is None:
             return None
+        if self.refused:
+            if self.forced:
+                return f"mysqlio: {HOOK_ENV}=tracepoints, but {self.refused}"
+            return (
+                f"mysqlio: {self.refused}; using the raw sys_enter/sys_exit hook instead, which every "
+                "syscall on the machine pays for"
+            )
         if tracefs.problem:
             if self.forced:
                 return f"mysqlio: {HOOK_ENV}=tracepoints, but {tracefs.problem} (fix: {tracefs.fix})"
@@ -235,16 +298,21 @@ class HookChoice:
 
 
 _chosen: dict[tuple[object, ...], HookChoice] = {}
+_quiet: dict[tuple[object, ...], bool] = {}  # decided for doctor, which says it in its own lines
 
 
 def choose(
-    dirs: tuple[str, ...] = TRACEFS_DIRS, mount: Callable[[str], None] = mount_tracefs, quiet: bool = False
+    dirs: tuple[str, ...] = TRACEFS_DIRS,
+    mount: Callable[[str], None] = mount_tracefs,
+    quiet: bool = False,
+    btf_path: str = "/sys/kernel/btf/vmlinux",
 ) -> HookChoice:
     """The hook, decided once a process (as libbpf decides its tracefs place once):
     the per-syscall tracepoints when tracefs has them, after mounting it where
-    libbpf looks if nothing is mounted there; else the raw pair. The first
-    decision says on stderr what was mounted or why the raw pair is used, unless
-    quiet (doctor reports it in its own lines)."""
+    libbpf looks if nothing is mounted there, and the kernel's BTF has the context
+    their programs read (CONTEXT_MEMBER); else the raw pair. The first decision
+    says on stderr what was mounted or why the raw pair is used, unless quiet
+    (doctor reports it in its own lines). fall_back() may change it later."""
     forced = os.environ.get(HOOK_ENV, "")
     key = (dirs, mount, forced)
     if key not in _chosen:
@@ -253,12 +321,38 @@ def choose(
         else:
             tracefs = find_tracefs(dirs, mount)
             hook: Hook = "tracepoints" if tracefs.events or forced == "tracepoints" else "raw"
-            choice = HookChoice(hook, forced == "tracepoints", tracefs)
+            refused = ""
+            if hook == "tracepoints" and not _struct_has_member(*CONTEXT_MEMBER, btf_path):
+                refused = (
+                    f"the kernel's BTF has no struct {CONTEXT_MEMBER[0]}, the context the per-syscall "
+                    "tracepoints' programs read"
+                )
+                hook = "tracepoints" if forced == "tracepoints" else "raw"
+            choice = HookChoice(hook, forced == "tracepoints", tracefs, refused)
         _chosen[key] = choice
+        _quiet[key] = quiet
         line = choice.notice()
         if line and not quiet:
             print(line, file=sys.stderr, flush=True)
     return _chosen[key]
+
+
+def fall_back(refused: TracepointsRefused) -> bool:
+    """The kernel refused a per-syscall tracepoint's program at attach: the hook
+    becomes the raw pair for this process (the caller loads the probes again), said
+    in one stderr line with the kernel's reason. False when the hook was forced to
+    the tracepoints, or was not them (the caller raises the refusal then)."""
+    moved = False
+    for key, choice in list(_chosen.items()):
+        if choice.hook != "tracepoints" or choice.forced:
+            continue
+        reason = f"the kernel refused the per-syscall tracepoints ({refused})"
+        _chosen[key] = HookChoice("raw", False, choice.tracefs, reason)
+        moved = True
+        line = _chosen[key].notice()
+        if line and not _quiet.get(key, False):
+            print(line, file=sys.stderr, flush=True)
+    return moved
 
 
 def choose_hook(dirs: tuple[str, ...] = TRACEFS_DIRS, mount: Callable[[str], None] = mount_tracefs) -> Hook:

@@ -5,7 +5,8 @@ the data types so that the views and reports that name threads need no MySQL dri
 Told the traced process (`follow(pid)`), it gives each thread the tid the probes see
 (host_tids.py: THREAD_OS_ID is the tid in the server's pid namespace, a container's), and
 says once, in a sample's `warning`, when most of the threads it lists are no thread of
-that process: `--mysql` then reached another server."""
+that process: `--mysql` then reached another server. It also learns each connection's
+socket (thread_sockets.py), which names the connection the probes see a thread serve."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from .server_threads import (
     query_key,
     shorten_text,
 )
+from .thread_sockets import SocketLearner
 
 _KNOWN_TEXTS = 4096  # normalised texts whose digest is remembered
 _PS_PER_S = 1e12
@@ -71,10 +73,16 @@ class ThreadSampler:
         self._pid: int | None = None  # the traced process (follow()); None: tids as the server gives them
         self._tids: HostTids | None = None
         self._warned = False  # the warning that --mysql reached another server is given once
+        self._sockets = SocketLearner()
+        self._owner_rows: dict[int, ServerThread] = {}  # THREAD_ID -> the connection's row last given
 
     def follow(self, pid: int) -> None:
         """The traced process is now `pid` (at start, and after a restart under --follow).
-        Called from the caller's thread while the worker samples: one assignment."""
+        Called from the caller's thread while the worker samples: one assignment each."""
+        # every connection's socket learnt again: a new server's THREAD_IDs start over, and
+        # the probes are told only sockets learnt after they attached (connections.py)
+        self._sockets = SocketLearner()
+        self._owner_rows = {}
         self._pid = pid
 
     @classmethod
@@ -143,8 +151,11 @@ class ThreadSampler:
     def _read(self, conn: pymysql.connections.Connection) -> ThreadSample:
         if not self.usable:
             return ThreadSample(time=self.clock(), error="; ".join(self._problems))
+        listed_at = self.clock()
         listed = [self._thread(_upper(r)) for r in query(conn, _THREADS_SQL)]
         threads, warning = self._on_host(listed)
+        threads, sockets, owners = self._learn_sockets(conn, threads)
+        learnt_at = self.clock()
         threads.sort(key=lambda t: t.tid)
         by_id = {t.thread_id: t for t in threads}
         before = self.clock()
@@ -153,14 +164,22 @@ class ThreadSampler:
         now_ps = max((int(r["TIMER_END"]) for r in running), default=None)
         if self._history and now_ps is not None and self._last_ps is not None:
             rows += [_upper(r) for r in query(conn, _HISTORY_SQL, (self._last_ps,))]
-        out = ThreadSample(time=before, threads=None if threads == self._last_threads else threads, warning=warning)
+        out = ThreadSample(
+            time=before,
+            threads=None if threads == self._last_threads else threads,
+            warning=warning,
+            sockets=sockets,
+            owners=owners,
+            listed_at=listed_at,
+            learnt_at=learnt_at,
+        )
         self._last_threads = threads
         if now_ps is not None:
-            seen: set[tuple[int, int]] = set()
+            seen: set[tuple[int, int | None, int]] = set()
             for r in rows:
                 stmt = self._statement(r, by_id, before, now_ps)
-                if stmt is not None and (stmt.tid, stmt.event_id) not in seen:
-                    seen.add((stmt.tid, stmt.event_id))
+                if stmt is not None and (stmt.tid, stmt.thread_id, stmt.event_id) not in seen:
+                    seen.add((stmt.tid, stmt.thread_id, stmt.event_id))
                     out.statements.append(stmt)
             self._last_ps = now_ps
         return out
@@ -179,6 +198,23 @@ class ThreadSampler:
         if self._tids.same_namespace:
             return threads, warning
         return [dataclasses.replace(t, tid=host[t.tid]) for t in threads if t.tid in host], warning
+
+    def _learn_sockets(
+        self, conn: pymysql.connections.Connection, threads: list[ServerThread]
+    ) -> tuple[list[ServerThread], list[tuple[int, int]], list[ServerThread]]:
+        """The threads, those holding a client socket marked so; the connections' sockets
+        learnt now (THREAD_ID, inode); the connections' rows (tid 0) new or changed since
+        the last sample (a connection is named by its socket, whatever OS thread serves it,
+        and whether or not the listing of the tasks knows that thread yet). None without
+        the traced process."""
+        pid = self._pid
+        if pid is None:
+            return threads, [], []
+        rows, learnt = self._sockets.learn(conn, pid)
+        marked = [dataclasses.replace(t, client_socket=True) if t.thread_id in rows else t for t in threads]
+        owners = [row for thread_id, row in rows.items() if self._owner_rows.get(thread_id) != row]
+        self._owner_rows = rows
+        return marked, learnt, owners
 
     def _foreign_warning(self, pid: int, listed: int, found: int) -> str | None:
         """Once: most listed threads are no thread of `pid`. Judged right after a listing of
@@ -241,7 +277,9 @@ class ThreadSampler:
 
         end = None if running else at(r["TIMER_END"]) if r["TIMER_END"] is not None else None
         start = at(r["TIMER_START"])
-        return Statement(thread.tid, int(r["EVENT_ID"]), start, end, digest, shorten_text(str(text)), key)
+        return Statement(
+            thread.tid, int(r["EVENT_ID"]), start, end, digest, shorten_text(str(text)), key, thread.thread_id
+        )
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

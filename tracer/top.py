@@ -102,13 +102,15 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
         # latency off: requests are timed only once it is turned on (key l; kept
         # on across a restart), which spares the probes an enter program per
         # syscall (docs/benchmarks.md)
-        with open_session(options.backend, pid, stop=stop.event, timed=state.latency) as session:
+        with open_session(
+            options.backend, pid, stop=stop.event, timed=state.latency, connections=threads is not None
+        ) as session:
             datadir[0] = session.layout.datadir
             sampler = IntervalSampler(session, options.fold_partitions, options.fold_regions)
             sampler.status = status
             sampler.threads = threads
             if threads is not None:
-                threads.follow(pid)
+                threads.follow(pid, session.probe)
             page_cache[0] = sink.page_cache = page_cache_counted(session.probe)
             note = mapped_files.redo_note(mapped_files.mapped_redo(pid, session.layout), page_cache[0])
             # what this backend cannot count on this kernel (e.g. io_uring on a kernel whose

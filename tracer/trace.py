@@ -76,10 +76,13 @@ COLUMNS = pa.schema(
         # page-cache writeback events: what made the kernel write (events.BY_NAMES); "none"
         # for every other event. Traces recorded before it have no such column.
         pa.field("by", _SMALL_DICT, nullable=False),
+        # the connection the thread served (record --mysql with eBPF: the inode of the socket it
+        # last read, probes/connection.bpf.h), 0 when none; traces recorded before have none
+        pa.field("conn", pa.uint32(), nullable=False),
     ]
 )
 # columns a trace may lack (read as their default)
-OPTIONAL_COLUMNS = frozenset({"by"})
+OPTIONAL_COLUMNS = frozenset({"by", "conn"})
 
 
 @dataclass
@@ -99,6 +102,9 @@ class TraceMeta:
     # ibdata1's regions: [{"dev": st_dev, "ino": ino, **RegionMap.to_json()}] (traces
     # recorded before have none: their ibdata1 is one row)
     regions: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # the probes gave each event its connection (the `conn` column; record --mysql with eBPF):
+    # report's user and connection groups name the connection, not the thread's last sample
+    connections: bool = False
 
     def region_maps(self) -> dict[tuple[int, int], RegionMap]:
         """(st_dev, ino) -> the regions of that file, as recorded."""
@@ -410,6 +416,7 @@ class TraceWriter:
             pa.array(np.where(result < 0, -result, 0).astype(np.int32), pa.int32()),
             pa.array(np.ascontiguousarray(events["latency_ns"]), pa.uint64()),
             pa.DictionaryArray.from_arrays(pa.array(by.astype(np.int8), pa.int8()), self._by_dict),
+            pa.array(np.ascontiguousarray(events["conn"]), pa.uint32()),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
@@ -525,12 +532,20 @@ class TraceReader:
 
 def _with_optional_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A batch of an older trace, completed with the columns it lacks (as their default)."""
-    if batch.schema.get_field_index("by") >= 0:
+    if all(batch.schema.get_field_index(name) >= 0 for name in OPTIONAL_COLUMNS):
         return batch
-    none = pa.DictionaryArray.from_arrays(
-        pa.array(np.zeros(batch.num_rows, np.int8), pa.int8()), pa.array(BY_NAMES, pa.string())
-    )
-    return pa.RecordBatch.from_arrays([*batch.columns, none], schema=COLUMNS)
+    n = batch.num_rows
+    defaults = {
+        "by": pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(n, np.int8), pa.int8()), pa.array(BY_NAMES, pa.string())
+        ),
+        "conn": pa.array(np.zeros(n, np.uint32), pa.uint32()),
+    }
+    columns = [
+        batch.column(field.name) if batch.schema.get_field_index(field.name) >= 0 else defaults[field.name]
+        for field in COLUMNS
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=COLUMNS)
 
 
 def _not_a_stream(path: str, head: bytes) -> str:

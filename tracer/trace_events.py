@@ -80,6 +80,7 @@ class Events:
     dev: np.ndarray  # uint64 st_dev
     ino: np.ndarray  # uint64
     region: np.ndarray  # int64 abi.Region of the event's first byte (0 NONE: not a region file, or no offset)
+    conn: np.ndarray  # uint32 the connection its thread served (the probes' socket inode; 0 none)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -157,6 +158,7 @@ class Decoder:
             dev=_np(col("dev")),
             ino=_np(col("ino")),
             region=self._regions(op, _np(col("dev")), _np(col("ino")), _np(col("offset"))),
+            conn=_np(col("conn")),
         )
         if keep is not None and not keep.all():
             ev = Events(**{name: value[keep] for name, value in vars(ev).items()})

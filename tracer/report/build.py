@@ -43,7 +43,7 @@ def thread_timeline(path: str, group: str) -> Timeline:
     for _ in reader.batches():
         pass
     samples = [s for s in (ThreadSample.from_json(obj) for obj in reader.server_threads) if s is not None]
-    timeline = Timeline()
+    timeline = Timeline(connections=reader.meta.connections)
     timeline.add_all(samples)
     if not timeline.samples:
         why = timeline.last_error or "it was recorded without --mysql"

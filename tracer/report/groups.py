@@ -134,7 +134,7 @@ class GroupKeys:
     def _server_gids(self, ev: Events) -> np.ndarray:
         if self.timeline is None:
             raise ValueError(f"--group {self.group} needs the server's thread samples")
-        codes, keys, labels = self.timeline.keys(ev.tid.astype(np.int64), ev.t, self.group)
+        codes, keys, labels = self.timeline.keys(ev.tid.astype(np.int64), ev.t, self.group, ev.conn)
         self.labels.update(zip(keys, labels, strict=True))
         local = np.asarray([self._gid(k) for k in keys], np.int64)
         gid = local[codes] if len(keys) else np.zeros(0, np.int64)

@@ -28,6 +28,7 @@ import os
 import re
 import signal
 import statistics
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -321,15 +322,96 @@ def _assert_writes_by_kind(
     return by_kind
 
 
+# ibdata1's fixed pages (fsp0types.h, trx0sys.h, dict0boot.h); every other page is "system".
+# MySQL >= 8.0.20 still makes the old doublewrite buffer (extents 1 and 2, named on page 5)
+# when it creates ibdata1 (srv0start.cc: dblwr::v1::create), but never reads or writes it
+# afterwards (buf_read_page_low refuses its pages): its doublewrite is in the .dblwr files
+IBDATA1_PAGES = {
+    3: "change buffer",
+    4: "change buffer",
+    5: "transaction system",
+    6: "transaction system",
+    7: "dictionary",
+}
+
+
+def _assert_ibdata1_regions(
+    db: RootedMySQL, window: Window, trace: str, report: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every ibdata1 request of the trace in the region its page number says (never the
+    doublewrite buffer); top's and report's bytes per region the sums of those requests,
+    their writes performance_schema's."""
+    path = os.path.join(db.datadir, "ibdata1")
+    ((page_size,),) = db.sql("SELECT @@innodb_page_size")
+    page_size = int(page_size)
+    requests = [
+        (op, offset, nbytes)
+        for batch in TraceReader(trace).batches()
+        for p, api, op, offset, nbytes, errno in zip(
+            *(batch.column(c).to_pylist() for c in ("path", "api", "op", "offset", "bytes", "errno")), strict=True
+        )
+        if p == path and api != "kernel" and op in ("write", "read") and errno == 0
+    ]
+    want: dict[str, list[int]] = {}  # region -> [write bytes, write requests, read bytes, read requests]
+    for op, offset, nbytes in requests:
+        assert offset >= 0, (op, offset, nbytes)
+        row = want.setdefault(IBDATA1_PAGES.get(offset // page_size, "system"), [0, 0, 0, 0])
+        row[0 if op == "write" else 2] += nbytes
+        row[1 if op == "write" else 3] += 1
+    fields = ("write_bytes", "write_ops", "read_bytes", "read_ops")
+    top: dict[str, list[int]] = {}
+    for obj in window.objects:
+        for f in obj["files"]:
+            if f["path"] == path and any(f[n] for n in fields):
+                row = top.setdefault(f["region"], [0, 0, 0, 0])
+                for i, name in enumerate(fields):
+                    row[i] += f[name]
+    recorded = {r["region"]: [r[n] for n in fields] for r in report["files"] if r["path"] == path}
+    recorded = {region: row for region, row in recorded.items() if any(row)}
+    pfs = [(wbytes, writes) for p, wbytes, writes in _delta(window.s1, window.s2).values() if p == path]
+    pages = sorted({offset // page_size for _, offset, _ in requests})
+    # the old doublewrite buffer's two extents, from page 5's header (trx0sys.h): mysqlio's map
+    # holds them (read, not assumed), and MySQL reads and writes none of their pages
+    with open(path, "rb") as f:
+        f.seek(6 * page_size - 200 + 10)
+        magic, block1, block2 = struct.unpack(">III", f.read(12))
+    extent = (1 << 20) // page_size
+    (regions,) = report["meta"]["regions"]
+    assert magic == 536853855 and block2 == block1 + extent and regions["assumed"] == "", (magic, regions)
+    assert [block1 * page_size, (block2 + extent) * page_size, "doublewrite"] in regions["ranges"], regions
+    with capsys.disabled():
+        print(
+            f"ibdata1 (old doublewrite buffer: pages {block1}-{block2 + extent - 1}): {len(requests)} requests"
+            f" to pages {pages}; per region {want}; performance_schema {pfs}"
+        )
+    assert {"transaction system", "dictionary", "system"} <= want.keys() and len(pfs) == 1, (want, pfs)
+    assert not [p for p in pages if block1 <= p < block2 + extent], pages
+    assert top == want, f"top's ibdata1 regions (region: write bytes, writes, read bytes, reads): {top} != {want}"
+    assert recorded == want, f"report's ibdata1 regions: {recorded} != {want}"
+    assert pfs[0] == (sum(row[0] for row in want.values()), sum(row[1] for row in want.values())), (pfs, want)
+
+
 def test_writes_by_kind_and_file_match_performance_schema(
     bpf_ready: None, mysql: tuple[RootedMySQL, Sysbench], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Quiet edges, sysbench between: per kind (redo summed over every redo file, recycled
     ones included) and per file over MIN_BYTES, mysqlio's write bytes within 1 % of
     performance_schema's, 0 lost; every file of a known kind named that kind. `record`
-    runs over the same window: `report`'s bytes by kind are performance_schema's too."""
+    runs over the same window: `report`'s bytes by kind are performance_schema's too. ibdata1:
+    every request in the region its page says (never the old doublewrite buffer), in top and
+    in `report` (issue 56)."""
     db, bench = mysql
-    window, trace = _quiet_window(db, bench, tmp_path)
+
+    def in_ibdata1(edge: str, _: Instances) -> None:
+        # sysbench writes ibdata1's page 5 only: a table made and dropped in the system
+        # tablespace writes the dictionary header (new table and index ids) and pages it allocates
+        if edge == "start":
+            db.sql(
+                "CREATE TABLE sbtest.in_ibdata1 (id INT PRIMARY KEY) TABLESPACE=innodb_system;"
+                "INSERT INTO sbtest.in_ibdata1 VALUES (1); DROP TABLE sbtest.in_ibdata1"
+            )
+
+    window, trace = _quiet_window(db, bench, tmp_path, in_ibdata1)
     s1, s2, totals = window.s1, window.s2, window.totals
     _assert_redo_rows_named(window)
     assert totals.lost_events == 0
@@ -342,7 +424,9 @@ def test_writes_by_kind_and_file_match_performance_schema(
         return str(Path(path).relative_to(db.base_dir))
 
     heading = f"{len(renamed)} redo renames in the window"
-    by_kind = _assert_writes_by_kind(db, window, report_json(trace), capsys, heading)
+    report = report_json(trace)
+    by_kind = _assert_writes_by_kind(db, window, report, capsys, heading)
+    _assert_ibdata1_regions(db, window, trace, report, capsys)
     assert {"redo", "doublewrite", "undo", "table", "binlog"} <= {k for k, (w, _) in by_kind.items() if w}, by_kind
     assert renamed, "no redo file was recycled in the window: the test does not cover renames"
 

@@ -17,7 +17,10 @@ trx0sys.h, fsp0types.h, fsp0fsp.h of MariaDB and MySQL):
   page (undo logs, system tables, free space, pages 0-2) is "system".
 
 When page 5 cannot be read or holds no doublewrite magic, the doublewrite buffer is
-assumed at its documented place (extents 1 and 2), and `assumed` says so. A request
+assumed at its documented place (extents 1 and 2), and `assumed` says so. MySQL 8.0.20+
+keeps its doublewrite in `#ib_*.dblwr` files, yet still creates the old buffer (magic
+and extents) with ibdata1 and never reads or writes it after (srv0start.cc, buf0rea.cc):
+its extents are mapped, and no request lands there (tests/test_mysql.py). A request
 belongs to the region holding its first byte (InnoDB's writes never straddle one:
 a doublewrite batch lies inside the buffer, a page write is one page).
 """

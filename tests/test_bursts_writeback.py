@@ -4,8 +4,8 @@ train even when the writes were spread out", in miniature.
 iogen's `pc_periodic` scenario on a new ext4 on a loop device: 64 KiB of buffered writes
 (16 one-page pwrites) in each of 20 slots a period, 0.1 s apart, appended to
 pc_periodic.dat, and an fsync after each period's slots, for SECONDS s of slots. iogen's
-clock of the slots stops while an fsync blocks, so a cycle is PERIOD plus that fsync's time
-(a few ms here; 0.1-0.4 s on a slow disk), and iogen prints when each fsync and each slot
+clock of the slots stops while an fsync blocks (and moves with a late wake-up), so a cycle
+is PERIOD plus that fsync's time (a few ms here; 0.1-0.4 s on a slow disk), and iogen prints when each fsync and each slot
 began. Its ground truth: the writes are smooth (no two slots closer than SLOT_GAP_MIN_S,
 however long the fsyncs take), the fsyncs come every `Run.period` (their median spacing),
 and each fsync writes back the 20 slots of its period, 1.25 MiB
@@ -54,6 +54,7 @@ SECONDS = 12.0
 FSYNCS = int(SECONDS / PERIOD)
 TOP_INTERVAL_S = 0.25
 SLOTS = 20  # a period's slots of 16 one-page writes
+SLOT_EVERY_S = PERIOD / SLOTS  # iogen's PC_PERIODIC_EVERY
 PER_PERIOD = SLOTS * 64 * 1024  # bytes written between two fsyncs, each written back by the second
 # Half a slot. On a clock that ran on while an fsync blocked, the slots that fell due meanwhile
 # came at once after it: a real cluster of writes every period, which report rightly showed as
@@ -152,16 +153,17 @@ def test_iogen_ground_truth(run: Run) -> None:
     (f,) = run.expected["files"]
     assert f["path"] == run.path
     assert len(run.expected["fsyncs_s"]) == FSYNCS
-    fsync_s = np.subtract(run.expected["fsync_ends_s"], run.expected["fsyncs_s"])
-    # iogen's schedule: fsync j is due at (j + 1) PERIOD plus the time of the fsyncs before it
-    # (its clock stops while one blocks), and comes then, late by a sleep's wake-up only; the
-    # schedule is absolute, so a late wake-up does not move the next one
-    due = PERIOD * np.arange(1, FSYNCS + 1) + np.concatenate([[0.0], np.cumsum(fsync_s[:-1])])
-    late = np.asarray(run.expected["fsyncs_s"]) - due
-    assert late.min() >= -0.002 and late.max() <= WAKE_LATE_MAX_S, f"fsyncs off iogen's schedule by {late.round(3)} s"
-    slots = run.expected["write_slots_s"]
+    fsyncs, fsync_ends = np.asarray(run.expected["fsyncs_s"]), np.asarray(run.expected["fsync_ends_s"])
+    fsync_s = fsync_ends - fsyncs
+    slots = np.asarray(run.expected["write_slots_s"])
     assert len(slots) == FSYNCS * SLOTS
     assert np.diff(slots).min() >= SLOT_GAP_MIN_S, f"writes not smooth; fsyncs took {fsync_s.round(3)} s"
+    # iogen's clock: each fsync is due SLOT_EVERY_S after its period's last slot, each period's
+    # first slot when the fsync before it ended (its clock stops while one blocks, and moves
+    # with a late wake-up); each comes then, late by a sleep's wake-up only
+    last_slots, first_slots = slots[SLOTS - 1 :: SLOTS], slots[SLOTS::SLOTS]
+    late = np.concatenate([fsyncs - last_slots - SLOT_EVERY_S, first_slots - fsync_ends[:-1]])
+    assert late.min() >= -0.002 and late.max() <= WAKE_LATE_MAX_S, f"off iogen's schedule by {late.round(3)} s"
     assert f["write_bytes"] == f["dirtied_bytes"] == f["writeback_bytes"] == FSYNCS * PER_PERIOD
     assert f["writeback_by"] == {"fsync": FSYNCS * PER_PERIOD} and f["fsync_ops"] == FSYNCS
     totals = FileTotals()

@@ -4,6 +4,7 @@
     make bench                                   # full suite, writes docs/benchmarks.md
     .venv/bin/python tools/bench.py --smoke      # one short pair of each (CI keeps it working)
     .venv/bin/python tools/bench.py --only capacity,top_cpu
+    MYSQLIO_BENCH_CONFIGS=9.7 .venv/bin/python tools/bench.py --only kernel_cost,tps   # MySQL 9.7
 
 Benchmarks never fail on a number: they print a table (scenario, metric, median,
 min-max, ratio to baseline) and write the same to --out. Run as root.
@@ -17,12 +18,13 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
                 each next to its floor, the ratios round by round; the other variants
                 one window.
 2. tps          sysbench oltp_write_only and oltp_read_write TPS at full speed, per server
-                configuration (MariaDB 10.11 on io_uring and on libaio, MariaDB 11.8):
-                no tracer vs the floor vs top vs record (vs bpftrace and pt-ioprofile
-                under the first workload), each an 8 s window of one sysbench run per
-                round (TPS from the server's Com_commit), rounds in new orders, medians
-                and per-round ratios to no tracer; the mysqlio process's CPU during the
-                top and record windows.
+                configuration (MariaDB 10.11 on io_uring and on libaio, MariaDB 11.8;
+                Oracle MySQL 9.7 when asked): no tracer vs the floor vs top vs record
+                (vs bpftrace and pt-ioprofile under the first workload), each an 8 s
+                window of one sysbench run per round (TPS from the server's Com_commit),
+                rounds in new orders, medians and per-round ratios to no tracer; the
+                server process's own CPU per commit in the same windows; the mysqlio
+                process's CPU during the top and record windows.
    request_cost ns per pwrite64 of iogen flat out, untraced vs top / record on
                 either syscall hook: the cost of one traced request, caches warm.
    syscall_tax  ns per getppid of a process no tracer traces, under each tracer: the
@@ -34,9 +36,10 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
 5. report       offline report speed and peak RSS (tools/bench_report.py).
 6. startup      command to first attached probe; RSS of top.
 
-MYSQLIO_BENCH_CONFIGS (10.11-io_uring,10.11-aio,11.8: the default, all) chooses the
-server configurations of tps and kernel_cost, MYSQLIO_BENCH_ROUNDS their rounds (10),
-MYSQLIO_BENCH_WORKLOADS the tps workloads (oltp_write_only,oltp_read_write: both).
+MYSQLIO_BENCH_CONFIGS (10.11-io_uring,10.11-aio,11.8: the default; 9.7: Oracle MySQL,
+only when named) chooses the server configurations of tps and kernel_cost,
+MYSQLIO_BENCH_ROUNDS their rounds (10), MYSQLIO_BENCH_WORKLOADS the tps workloads
+(oltp_write_only,oltp_read_write: both).
 A tool a benchmark needs that is missing (bpftrace, pt-ioprofile, sysbench, ...) ends
 the run with one line and exit status 2.
 """
@@ -65,7 +68,15 @@ from typing import TYPE_CHECKING
 import psutil
 
 # the tracers compared (bench_tracers.py); tools/bench_pagecache.py takes them from here
-from bench_tracers import MYSQLIO, SetupError, Tracer, bpf_prog_stats, thread_cpu_seconds, wait_line
+from bench_tracers import (
+    MYSQLIO,
+    SetupError,
+    Tracer,
+    bpf_prog_stats,
+    process_cpu_seconds,
+    thread_cpu_seconds,
+    wait_line,
+)
 
 if TYPE_CHECKING:
     from mysqlio.devtools.sysbench import Sysbench
@@ -432,18 +443,38 @@ WINDOW_SETTLE_S = 1.0  # from "attached" to the window's start: the tracer's fir
 LOAD_WARMUP_S = 5.0  # from sysbench's start to the first window: its connections and caches warm
 
 
-def commit_rate(commits: Callable[[], int], window_s: float) -> float:
-    """The server's commits a second over the next window_s seconds, from its own counter
-    read at both ends; each end's instant is the middle of its read (a query under full
-    load takes some milliseconds)."""
-    t_a = time.monotonic()
-    c0 = commits()
-    t0 = (t_a + time.monotonic()) / 2
+@dataclass(frozen=True)
+class CommitWindow:
+    """The server's commits over one window, its length, and the server process's own CPU
+    over it (process_cpu_seconds)."""
+
+    commits: int
+    seconds: float
+    server_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.commits / self.seconds
+
+    @property
+    def cpu_per_commit_us(self) -> float:
+        return 1e6 * self.server_cpu_s / self.commits
+
+
+def commit_window(commits: Callable[[], int], window_s: float, pid: int) -> CommitWindow:
+    """The server's commits and CPU over the next window_s seconds, from its own counter
+    and /proc/PID/stat read at both ends; each end's instant is the middle of the counter's
+    read (a query under full load takes some milliseconds), the CPU read right after it."""
+
+    def edge() -> tuple[int, float, float]:
+        t_a = time.monotonic()
+        count = commits()
+        return count, (t_a + time.monotonic()) / 2, process_cpu_seconds(pid)
+
+    c0, t0, cpu0 = edge()
     time.sleep(window_s)
-    t_a = time.monotonic()
-    c1 = commits()
-    t1 = (t_a + time.monotonic()) / 2
-    return (c1 - c0) / (t1 - t0)
+    c1, t1, cpu1 = edge()
+    return CommitWindow(c1 - c0, t1 - t0, cpu1 - cpu0)
 
 
 @contextmanager
@@ -487,6 +518,7 @@ def windowed_tps(
     *,
     script: str = "oltp_write_only",
     cpu: dict[str, list[float]] | None = None,
+    server_cpu: dict[str, list[float]] | None = None,
     warmup_s: float = LOAD_WARMUP_S,
 ) -> dict[str, list[float]]:
     """The server's TPS under each tracer variant, all in ONE sysbench run: each round
@@ -495,7 +527,8 @@ def windowed_tps(
     Separate sysbench runs per variant (interleaved_tps) each carry their own connection
     set-up and warm-up and sit minutes apart; here the load is one, and a variant's
     window sits next to the others of its round. `cpu`: for each variant it names, the
-    tracer process's CPU over each window (% of a core)."""
+    tracer process's CPU over each window (% of a core). `server_cpu`: for each variant
+    it names, the server process's (pid's) own CPU per commit over each window (µs)."""
     tps: dict[str, list[float]] = {v: [] for v in variants}
     order = list(variants)
     rng = random.Random(seed)
@@ -506,24 +539,34 @@ def windowed_tps(
             for name in order:
                 with tracer_window(name, pid, tmp, window_s, bench, script) as tracer:
                     cpu0, t0 = tracer.cpu_seconds(), time.monotonic()
-                    rate = commit_rate(commits, window_s)
+                    window = commit_window(commits, window_s, pid)
                     if cpu is not None and name in cpu:
                         cpu[name].append(100 * (tracer.cpu_seconds() - cpu0) / (time.monotonic() - t0))
-                if rate <= 0:
+                if window.commits <= 0:
                     raise RuntimeError(f"no commit in a {window_s} s window under {name}: the server stalled")
-                tps[name].append(rate)
+                tps[name].append(window.rate)
+                if server_cpu is not None and name in server_cpu:
+                    server_cpu[name].append(window.cpu_per_commit_us)
     return tps
 
 
 def add_tps_results(
-    suite: Suite, tps: dict[str, list[float]], title: str, note: str, notes: dict[str, str] | None = None
+    suite: Suite,
+    tps: dict[str, list[float]],
+    title: str,
+    note: str,
+    notes: dict[str, str] | None = None,
+    *,
+    metric: str = "TPS",
+    unit: str = "",
 ) -> None:
     """One row per variant ("<title> <variant>"), each with its per-round ratios to "none";
-    `notes` replaces `note` for the variants it names."""
+    `notes` replaces `note` for the variants it names. `metric` and `unit`: of another
+    figure measured round by round the same way (the server's CPU per commit)."""
     for name, values in tps.items():
         paired = [] if name == "none" else [t / n for t, n in zip(values, tps["none"], strict=True)]
         row_note = (notes or {}).get(name, note)
-        suite.add(Result(f"{title} {name}", "TPS", values, note=row_note, paired_ratios=paired))
+        suite.add(Result(f"{title} {name}", metric, values, unit, note=row_note, paired_ratios=paired))
 
 
 # ---------------------------------------------------------------- main
@@ -636,7 +679,9 @@ Benchmarks never fail on a number.
 The server rows (`tools/bench_server.py`) run sysbench at full speed (4 threads)
 against each configuration, its own server: the host's MariaDB 10.11 with InnoDB
 on io_uring and on libaio, its datadir on tmpfs (CPU-bound: a tracer's cost shows
-fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk.
+fully), and MariaDB 11.8 in a Debian 13 root, its datadir on the root's disk
+(with MYSQLIO_BENCH_CONFIGS=9.7: Oracle MySQL 9.7 in a Debian sid root, its datadir
+on the root's disk, MySQL's defaults: libaio, O_DIRECT, binlog with sync_binlog=1).
 "floor": the same tracepoints with only the pid filter, the cost of enabling
 them at all: an empty program at each I/O syscall's enter and exit; "floor-pc" (on
 disk only): also empty programs, with the pid filter, on the page-cache and device
@@ -651,7 +696,11 @@ that tracer can see: bpftrace's per-fd sum and pt-ioprofile see
 syscalls only, so neither sees the bytes InnoDB moves with io_uring or libaio
 (pt-ioprofile sees the io_submit / io_uring_enter calls); mysqlio sees those
 requests. "mysqlio userspace CPU": the top or record process's user+system CPU
-over each TPS run, % of one core.
+over each TPS run, % of one core. "server CPU per commit": in the same windows, the
+server process's own user+system CPU (/proc/PID/stat, every thread's, exited ones
+included) over its commits, in µs; the BPF programs and the slow syscall path run in
+the server's threads, so a tracer's cost there shows in it whatever the machine's
+speed does to TPS; its ratio is the median of the per-round ratios to no tracer.
 
 "ns per traced request" (kernel_cost): in each 3 s window of one sysbench run, all
 of the tracer's programs' run time divided by the requests they served: the runs
@@ -670,6 +719,19 @@ variants have one window, in the first round.
 """
 
 
+BENCH_ENV = ("MYSQLIO_BENCH_CONFIGS", "MYSQLIO_BENCH_ROUNDS", "MYSQLIO_BENCH_WORKLOADS")
+
+
+def reproducing_command(smoke: bool, only: str | None) -> str:
+    """The command that runs what this run runs, for the table's header: `make bench`
+    for the full suite, else the MYSQLIO_BENCH_* settings and options given."""
+    env = [f"{name}={os.environ[name]}" for name in BENCH_ENV if os.environ.get(name)]
+    if not (env or smoke or only):
+        return "make bench"
+    options = [*(["--smoke"] if smoke else []), *(["--only", only] if only else [])]
+    return " ".join([*env, ".venv/bin/python", "tools/bench.py", *options])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="one short pair of each: checks the suite works")
@@ -681,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown scenario {', '.join(sorted(unknown))}")
     suite = Suite(smoke=args.smoke)
-    command = "make bench" if not args.smoke else "tools/bench.py --smoke"
+    command = reproducing_command(args.smoke, args.only)
     print(f"estimated run time: about {estimate_s(chosen, args.smoke) / 60:.0f} min", flush=True)
     for name in chosen:
         print(f"== {name}", flush=True)

@@ -1,14 +1,18 @@
-"""The cost to a fast MariaDB (issue 19): sysbench at full speed (4 threads) under each
-tracer, for each server configuration. Called by tools/bench.py (scenarios "tps" and
-"kernel_cost"), each configuration its own server:
+"""The cost to a fast MariaDB (issue 19) and to Oracle MySQL (issue 56): sysbench at full
+speed (4 threads) under each tracer, for each server configuration. Called by
+tools/bench.py (scenarios "tps" and "kernel_cost"), each configuration its own server:
 
     10.11-io_uring  the host's MariaDB, InnoDB on io_uring, datadir on tmpfs (/dev/shm)
     10.11-aio       the same on libaio
     11.8            MariaDB 11.8 in a Debian 13 (trixie) root (tools/server_roots.py), its
                     datadir in the root, on the host's disk, InnoDB's default backend
+    9.7             Oracle MySQL 9.7 in a Debian sid root (server_roots.py sid-mysql), its
+                    datadir in the root, on the host's disk, MySQL's defaults (libaio,
+                    O_DIRECT); not in the default set (DEFAULT_CONFIGS)
 
-MYSQLIO_BENCH_CONFIGS=10.11-io_uring,11.8 chooses some; MYSQLIO_BENCH_ROUNDS the rounds;
-MYSQLIO_BENCH_WORKLOADS=oltp_write_only the TPS workloads.
+MYSQLIO_BENCH_CONFIGS=10.11-io_uring,11.8 chooses some (9.7 only when named);
+MYSQLIO_BENCH_ROUNDS the rounds; MYSQLIO_BENCH_WORKLOADS=oltp_write_only the TPS workloads.
+Every TPS window also gives the server process's own CPU per commit (bench.windowed_tps).
 The datadir on tmpfs: the virtual disk's jitter would hide a few percent of tracer cost;
 without it the server is CPU-bound, which shows the cost fully. On tmpfs the page-cache
 hooks never run, so top/record without them ("-nopc") are only compared on disk (11.8).
@@ -17,6 +21,7 @@ hooks never run, so top/record without them ("-nopc") are only compared on disk 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import random
@@ -54,6 +59,8 @@ from bench_tracers import (
 )
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.rooted_mariadb import RootedMariaDB
+from mysqlio.devtools.rooted_mysql import RootedMySQL
 from mysqlio.devtools.sysbench import Sysbench
 
 WORKLOADS = ("oltp_write_only", "oltp_read_write")
@@ -94,7 +101,6 @@ UNTIMED = ("top", "top-nopc")  # no enter program: compared with an exits-only f
 RATIO_TO_FLOOR = {"top": "target ≤ 2.5×", "record": "target ≤ 3×"}  # by tracer, on the same hook
 CPU_TARGET = {"top": "target ≤ 0.5 %", "record": "target ≤ 2 %"}
 PER_PROGRAM = ("top", "top-lat", "record")  # kernel_cost rows program by program
-ROOT_SUITE = "trixie"
 ROOTS_TIMEOUT_S = 900
 # Program names as the kernel keeps them (15 characters): one run per request.
 # mysqlio's and the floor's syscall-exit programs run once per syscall leaving a hooked
@@ -116,9 +122,10 @@ SERVER_START_S = 15.0
 class ServerConfig:
     key: str  # its name in MYSQLIO_BENCH_CONFIGS
     backend: str  # MariaDBOptions.innodb_backend
-    root_suite: str | None  # the Debian release whose root it runs in; None: the host's
+    root: str | None  # the tools/server_roots.py root it runs in; None: the host's server
     where: str  # which server, for the notes
     on_tmpfs: bool  # its datadir: then the page-cache hooks never run ("-nopc" left out)
+    product: str = "MariaDB"  # or "MySQL": Oracle's server (RootedMySQL), in a root
 
     def tps_variants(self, compared: bool = True) -> tuple[str, ...]:
         """The TPS windows of a round; without the other tools when not `compared`."""
@@ -142,13 +149,19 @@ CONFIGS = {
     for c in (
         ServerConfig("10.11-io_uring", "io_uring", None, "the host's server", on_tmpfs=True),
         ServerConfig("10.11-aio", "aio", None, "the host's server", on_tmpfs=True),
-        ServerConfig("11.8", "default", ROOT_SUITE, f"in a Debian {ROOT_SUITE} root", on_tmpfs=False),
+        ServerConfig("11.8", "default", "trixie", "in a Debian trixie root", on_tmpfs=False),
+        ServerConfig("9.7", "default", "sid-mysql", "in a Debian sid root", on_tmpfs=False, product="MySQL"),
     )
 }
+# What `make bench` runs unless MYSQLIO_BENCH_CONFIGS says otherwise. Not MySQL 9.7: its
+# windows (about 34 minutes by estimate_s, as many as 11.8's) would take a full run past
+# the time it must leave a CI run in one session (tests/test_bench_plan.py); run on its
+# own with MYSQLIO_BENCH_CONFIGS=9.7 tools/bench.py --only kernel_cost,tps.
+DEFAULT_CONFIGS = ("10.11-io_uring", "10.11-aio", "11.8")
 
 
 def chosen_configs() -> list[ServerConfig]:
-    keys = [k for k in os.environ.get("MYSQLIO_BENCH_CONFIGS", ",".join(CONFIGS)).split(",") if k]
+    keys = [k for k in os.environ.get("MYSQLIO_BENCH_CONFIGS", ",".join(DEFAULT_CONFIGS)).split(",") if k]
     unknown = [k for k in keys if k not in CONFIGS]
     if unknown:
         raise ValueError(f"MYSQLIO_BENCH_CONFIGS: unknown {', '.join(unknown)} (known: {', '.join(CONFIGS)})")
@@ -228,21 +241,21 @@ def estimate_s(smoke: bool, kernel_cost: bool, tps: bool) -> float:
 class Server:
     db: MariaDB
     bench: Sysbench
-    title: str  # "MariaDB 10.11 io_uring"
+    title: str  # "MariaDB 10.11 io_uring", "MySQL 9.7 aio"
     note: str  # which server, where its datadir is, the backend asked when another is in use
 
 
-def root_of(suite: str) -> str:
-    """The Debian root of `suite` (tools/server_roots.py builds it if missing); a clear
-    error if it cannot be built."""
+def root_of(name: str) -> str:
+    """The directory of the server root `name` (tools/server_roots.py builds it if
+    missing); a clear error if it cannot be built."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_roots.py")
     res = subprocess.run(
-        [sys.executable, script, "--json", suite], capture_output=True, text=True, timeout=ROOTS_TIMEOUT_S, check=False
+        [sys.executable, script, "--json", name], capture_output=True, text=True, timeout=ROOTS_TIMEOUT_S, check=False
     )
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SetupError(f"cannot build the Debian {suite} root (tools/server_roots.py {suite}): {last}")
-    return str(json.loads(res.stdout)[suite])
+        raise SetupError(f"cannot build the server root {name} (tools/server_roots.py {name}): {last}")
+    return str(json.loads(res.stdout)[name])
 
 
 @contextlib.contextmanager
@@ -258,15 +271,16 @@ def started(
     if redo_log_mb is not None:
         options.redo_log_mb = redo_log_mb
     base = None
-    if not config.on_tmpfs:
-        from mysqlio.devtools.rooted_mariadb import RootedMariaDB
-
-        # a tmpfs on its /dev/shm, as on a booted system: 11.8 writes its redo log with
-        # pwrite (on a plain directory it would memory-map it, no syscall to see)
-        db: MariaDB = RootedMariaDB(root_of(config.root_suite or ROOT_SUITE), options, shm_on_disk=False)
-    else:
+    db: MariaDB
+    if config.root is None:
         base = tempfile.mkdtemp(prefix="mysqlio-bench-db-", dir="/dev/shm")
         db = MariaDB(options, base_dir=base)
+    elif config.product == "MySQL":
+        db = RootedMySQL(root_of(config.root), options)
+    else:
+        # a tmpfs on its /dev/shm, as on a booted system: 11.8 writes its redo log with
+        # pwrite (on a plain directory it would memory-map it, no syscall to see)
+        db = RootedMariaDB(root_of(config.root), options, shm_on_disk=False)
     try:
         with db:
             bench = Sysbench(db, tables=4, table_size=10000, threads=4)
@@ -298,7 +312,7 @@ def describe(db: MariaDB, bench: Sysbench, config: ServerConfig) -> Server:
         raise SetupError(f"{config.key}: its datadir {db.datadir} is on {fstype}, not on {expected}")
     if config.backend != "default" and in_use != config.backend:
         note += f"; asked {config.backend}, the server fell back"
-    return Server(db, bench, f"MariaDB {version} {in_use}", note)
+    return Server(db, bench, f"{config.product} {version} {in_use}", note)
 
 
 def bench_server(suite: Suite, kernel_cost: bool, tps: bool) -> None:
@@ -322,6 +336,7 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
     run_s, rounds = window_seconds(suite.smoke), rounds_of(suite.smoke)
     variants = config.tps_variants(compared)
     cpu: dict[str, list[float]] = {name: [] for name in CPU_TARGET}
+    server_cpu: dict[str, list[float]] = {name: [] for name in variants}
     tps = windowed_tps(
         server.db.pid,
         server.bench,
@@ -333,6 +348,7 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
         seed=7,
         script=workload,
         cpu=cpu,
+        server_cpu=server_cpu,
         warmup_s=1.0 if suite.smoke else LOAD_WARMUP_S,
     )
     title = f"sysbench {workload}, {server.title},"
@@ -340,6 +356,17 @@ def _tps(suite: Suite, server: Server, config: ServerConfig, workload: str, tmp:
     sees = {name: CAN_SEE[base_name(name)] for name in variants}
     notes = {name: f"{note}; sees: {seen}" if seen else note for name, seen in sees.items()}
     add_tps_results(suite, tps, f"{title} under", note, notes=notes)
+    # the same windows: the tracer's cost in the server's own threads (its programs, the
+    # syscall tax) per transaction, whatever the machine's speed does to TPS
+    add_tps_results(
+        suite,
+        server_cpu,
+        f"{title} under",
+        f"the server process's user+system CPU (/proc/PID/stat, 10 ms ticks) over its Com_commit, "
+        f"in the TPS windows ({rounds} rounds of {run_s} s); sysbench's side not counted",
+        metric="server CPU per commit",
+        unit="µs",
+    )
     for name, values in cpu.items():
         suite.add(
             Result(
@@ -424,14 +451,25 @@ def _syscall_rows(suite: Suite, server: Server, run_s: int) -> None:
         )
 
 
+BPF_STATS_RUN_TIME = 0  # enum bpf_stats_type
+
+
 @contextlib.contextmanager
 def bpf_stats_enabled() -> Iterator[None]:
-    """kernel.bpf_stats_enabled on for the block (the programs' run time and count)."""
-    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    """The programs' run time and count kept for the block, by an fd of BPF_ENABLE_STATS
+    (Linux 5.8; libbpf's bpf_enable_stats) held as long as it lasts. Each such fd counts
+    once towards keeping the stats on, the kernel.bpf_stats_enabled sysctl once more:
+    another process turning the sysctl off (a test, another benchmark on this shared
+    machine) no longer stops them mid-run (it did, 2026-12-06: windows of 0 runs), and
+    this block never turns off theirs."""
+    cdll = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    fd = int(cdll.bpf_enable_stats(BPF_STATS_RUN_TIME))
+    if fd < 0:  # libbpf returns -errno
+        raise SetupError(f"cannot keep BPF run-time stats (BPF_ENABLE_STATS): {os.strerror(-fd)}")
     try:
         yield
     finally:
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=0"], check=False)
+        os.close(fd)
 
 
 ProgramRuns = dict[int, tuple[str, int, int]]  # by program id: (name, ns, runs)
@@ -491,7 +529,10 @@ def windowed_program_runs(
                     before = bpf_prog_stats(ids)
                     time.sleep(window_s)
                     after = bpf_prog_stats(ids)
-                windows.setdefault(name, []).append(runs_between(before, after))
+                runs = runs_between(before, after)
+                if not sum(cnt for _, _, cnt in runs.values()):
+                    raise RuntimeError(f"no run of {name}'s programs in a {window_s} s window of load: stats off?")
+                windows.setdefault(name, []).append(runs)
     return windows
 
 

@@ -82,6 +82,19 @@ def thread_cpu_seconds(pid: int) -> float:
     return total_ns / 1e9
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User+system CPU of the whole process so far, its exited threads included, from
+    /proc/PID/stat (10 ms ticks). For a server, whose threads come and go (connections,
+    io_uring workers): schedstat is per live thread, and a gone thread's time would go
+    with it. In-kernel work done in its threads' context (its syscalls, the BPF programs
+    they run) is its system time."""
+    fields = stat_fields(f"/proc/{pid}/stat")
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
 class SetupError(RuntimeError):
     """What a benchmark needs is missing (a tool, a server root): main() prints one line
     and exits non-zero."""
@@ -111,13 +124,16 @@ def base_name(name: str) -> str:
 def wait_line(stream: IO[str] | None, prefix: str, timeout_s: float = 30) -> str:
     assert stream is not None
     deadline = time.monotonic() + timeout_s
+    seen: list[str] = []
     while time.monotonic() < deadline:
         line = stream.readline()
         if not line:
             break
         if line.startswith(prefix):
             return line
-    raise RuntimeError(f"no line starting with {prefix!r}")
+        seen.append(line.rstrip())
+    said = f" (it said: {' / '.join(seen[:2])})" if seen else ""  # its error comes first
+    raise RuntimeError(f"no line starting with {prefix!r}{said}")
 
 
 def bpf_prog_stats(prog_ids: set[int]) -> dict[int, tuple[str, int, int]]:

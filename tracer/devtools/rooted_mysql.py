@@ -64,6 +64,12 @@ class RootedMySQL(RootedMariaDB):
         if rc != 0:
             self._fail(f"mysqld --initialize-insecure failed (exit {rc})", log)
 
+    def innodb_backend_in_use(self) -> str:
+        """'aio' or 'pwrite': MySQL names its AIO in the error log only at info verbosity,
+        but turns innodb_use_native_aio off where libaio cannot be used (AIO::start:
+        "Linux Native AIO disabled"), so the variable says what InnoDB uses."""
+        return "aio" if self._scalar("SELECT @@innodb_use_native_aio") == "1" else "pwrite"
+
     def wait_clean(self, timeout_s: float = 60) -> None:
         """MariaDB.wait_clean(), without MariaDB's purge-lag setting (MySQL has none)."""
         MariaDB.wait_clean(self, timeout_s)

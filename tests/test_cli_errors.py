@@ -127,3 +127,28 @@ def test_stap_backend_without_stap_is_one_line(tmp_path: Path) -> None:
         check=False,
     )
     assert_one_line_error(proc, "stap")
+
+
+def test_unreadable_server_root_is_one_line(bpf_ready: None) -> None:
+    """Root without CAP_SYS_PTRACE (what CAP_BPF + CAP_PERFMON alone give) cannot read another
+    user's /proc/PID/fd and /proc/PID/root: one line naming the capability, before any probe
+    is loaded, never a trace with the files unnamed or a container's option files read from
+    the host. With the capability the same command traces."""
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed"
+    other = subprocess.Popen([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5
+        while "Uid:\t65534" not in Path(f"/proc/{other.pid}/status").read_text():
+            assert time.monotonic() < deadline, "setpriv did not drop to uid 65534"
+            time.sleep(0.01)
+        top = [*MYSQLIO, "top", "-p", str(other.pid), "--batch", "-i", "1", "-n", "1"]
+        # root's capabilities after exec are its bounding set's
+        proc = subprocess.run([setpriv, "--bounding-set=-sys_ptrace", *top], capture_output=True, text=True, timeout=30)
+        assert_one_line_error(proc, "CAP_SYS_PTRACE", f"/proc/{other.pid}/root")
+        assert proc.returncode == 2
+        proc = subprocess.run(top, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and f"pid {other.pid}" in proc.stdout, proc.stderr
+    finally:
+        other.kill()
+        other.wait()

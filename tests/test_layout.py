@@ -71,6 +71,24 @@ def test_debian_layout_with_includedirs(tmp_path: Path) -> None:
     ]
 
 
+def test_option_files_through_absolute_links_are_read_in_the_root(tmp_path: Path) -> None:
+    """A Debian or Ubuntu image's /etc/mysql/my.cnf -> /etc/alternatives/my.cnf ->
+    /etc/mysql/mariadb.cnf: opened through the root, the kernel would follow the absolute
+    links from *our* root and read the host's files (or none); mysqlio follows them inside
+    the server's root, !includedir's directory too (itself a link here)."""
+    write(tmp_path, "/etc/mysql/mariadb.cnf", "[mysqld]\ntmpdir = /in-the-root\n!includedir /etc/mysql/conf.d/\n")
+    write(tmp_path, "/srv/conf/50-server.cnf", "[mysqld]\nlog_error = /var/log/in-the-root.err\n")
+    (tmp_path / "etc/alternatives").mkdir(parents=True)
+    (tmp_path / "etc/alternatives/my.cnf").symlink_to("/etc/mysql/mariadb.cnf")
+    (tmp_path / "etc/mysql/my.cnf").symlink_to("/etc/alternatives/my.cnf")
+    (tmp_path / "etc/mysql/conf.d").symlink_to("/srv/conf")
+    got = lay(tmp_path)
+    assert got.tmpdir == ["/in-the-root"]
+    assert got.log_error == "/var/log/in-the-root.err"
+    # the names the server uses, not where the links led
+    assert got.option_files == ["/etc/mysql/my.cnf", "/etc/mysql/conf.d/50-server.cnf"]
+
+
 def test_search_order_later_files_win(tmp_path: Path) -> None:
     write(tmp_path, "/etc/my.cnf", "[mysqld]\ntmpdir=/t1\nlog_error=/e1.err\nslow_query_log_file=/s1\n")
     write(tmp_path, "/etc/mysql/my.cnf", "[mysqld]\ntmpdir=/t2\nlog_error=/e2.err\n")

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .option_files import OFF, MergedOptions, apply_options, merge_options, persisted_options
+from .root_paths import realpath_in_root
 
 _MAX_SCAN = 512 << 20  # bytes of the binary searched for the version
 _SERVER_EXE = re.compile(r"(mysqld|mariadbd)([-.][\w.-]*)?")
@@ -224,8 +225,10 @@ def _root(pid: int) -> tuple[str, Callable[[str], str]]:
     proc_root = f"/proc/{pid}/root"
     try:
         same = _same_file(os.stat(proc_root), os.stat("/"))
+    except PermissionError:
+        same = False  # its root unreadable (no CAP_SYS_PTRACE): read none of its files, not ours
     except OSError:
-        same = True  # cannot tell: assume the usual, our own root
+        same = True  # gone: assume the usual, our own root
     if same:
         return "", os.path.realpath
     host = host_root(pid)
@@ -264,33 +267,6 @@ def to_server_path(path: str, host: str) -> str:
     if path == host:
         return "/"
     return path[len(host) :] if path.startswith(host + "/") else path
-
-
-def realpath_in_root(root: str, path: str, max_links: int = 40) -> str:
-    """os.path.realpath of the server path `path` inside the directory `root`
-    (absolute links restart at `root`, '..' stops there); missing parts are kept."""
-    resolved: list[str] = []
-    todo = [p for p in path.split("/") if p not in ("", ".")]
-    todo.reverse()
-    links = 0
-    while todo:
-        part = todo.pop()
-        if part == "..":
-            if resolved:
-                resolved.pop()
-            continue
-        try:
-            target = os.readlink(root + "/" + "/".join([*resolved, part]))
-        except OSError:  # not a link, or missing
-            resolved.append(part)
-            continue
-        links += 1
-        if links > max_links:
-            return os.path.normpath("/" + "/".join([*resolved, part, *reversed(todo)]))
-        if target.startswith("/"):
-            resolved = []
-        todo.extend(reversed([p for p in target.split("/") if p not in ("", ".")]))
-    return "/" + "/".join(resolved)
 
 
 def _read_cmdline(pid: int) -> list[str]:

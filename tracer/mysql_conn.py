@@ -42,6 +42,7 @@ import pymysql.cursors
 
 from .errors import UserError
 from .option_files import OptionFiles, norm_option
+from .root_paths import in_root
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_PORT = 3306
@@ -207,7 +208,7 @@ def server_socket(pid: int) -> str | None:
             same_root = os.stat(root) == os.stat("/")
         except OSError:
             same_root = True
-        return path if same_root else root + path
+        return path if same_root else in_root(root, path)  # /var/run -> /run in many images
     return None
 
 

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .root_paths import in_root
+
 OFF = "\0off"  # value of an option switched off with skip- / disable-
 _MAX_INCLUDE_DEPTH = 10
 SYSCONF_DIRS = ("/etc", "/etc/mysql", "/usr/etc", "/usr/local/etc", "/usr/local/mysql/etc")
@@ -66,8 +68,8 @@ class OptionFiles:
         self.files: list[str] = []
 
     def real(self, path: str) -> str:
-        """Where the server's `path` is readable from here."""
-        return self.root + path if self.root and path.startswith("/") else path
+        """Where the server's `path` is readable from here (its links resolved in its root)."""
+        return in_root(self.root, path)
 
     def read(self, path: str, depth: int = 0) -> None:
         if depth > _MAX_INCLUDE_DEPTH:

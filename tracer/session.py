@@ -31,6 +31,7 @@ def choose_target(
     pid = pid if pid is not None else target.find_server()
     target.check_pid(pid)
     chosen = backend.select_backend(requested_backend, stap_module, mode)
+    target.check_readable(pid)  # after the backend's checks: without root, "needs root" comes first
     return target.tgid_of(pid), chosen
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import psutil
 
 from .errors import TargetGone, UserError
@@ -31,6 +33,24 @@ def check_pid(pid: int) -> None:
             raise TargetGone(f"process {pid} has exited")
     except psutil.NoSuchProcess as exc:
         raise UserError(f"no process with pid {pid}") from exc
+
+
+def check_readable(pid: int) -> None:
+    """mysqlio names the server's files from /proc/PID/fd and reads its option files through
+    /proc/PID/root; for another user's process both need ptrace read access (CAP_SYS_PTRACE).
+    Without it, names would go missing and a containerised server's option files be read
+    from the host's (the root link unreadable): one line instead."""
+    try:
+        os.listdir(f"/proc/{pid}/fd")
+        os.stat(f"/proc/{pid}/root")
+    except PermissionError as exc:
+        raise UserError(
+            f"cannot read process {pid}'s open files and root directory (/proc/{pid}/fd, /proc/{pid}/root): "
+            "mysqlio needs CAP_SYS_PTRACE besides CAP_BPF and CAP_PERFMON (and CAP_DAC_READ_SEARCH for the "
+            "server's option files); run as root"
+        ) from exc
+    except FileNotFoundError as exc:
+        raise TargetGone(f"process {pid} has exited") from exc
 
 
 def is_alive(pid: int) -> bool:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
+from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions, free_port
 from mysqlio.devtools.processes import find_binary
 from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.devtools.traced import assert_one_line_error
@@ -532,3 +532,48 @@ def test_top_and_record_carry_the_server_counters(server: tuple[MariaDB, Sysbenc
         [sys.executable, "-m", "mysqlio", "report", trace], capture_output=True, text=True, timeout=60
     ).stdout
     assert "Server counters (record --mysql): peaks" in text and "binlog commits" in text
+
+
+class _MariaDBInItsOwnNetwork(MariaDB):
+    """A server in a network namespace of its own, its loopback up, as in a pod."""
+
+    def _command(self, argv: list[str]) -> list[str]:
+        ip = find_binary("ip")
+        script = f'{ip} link set lo up || exit 125; exec "$@"'
+        return [find_binary("unshare"), "--net", "/bin/sh", "-c", script, "sh", *super()._command(argv)]
+
+
+def test_server_in_its_own_network_namespace(tmp_path: Path) -> None:
+    """A server listening on 127.0.0.1:PORT of its own network namespace (a pod's): through
+    its unix socket while that exists (a path reaches it from any namespace); without one,
+    over TCP from inside its namespace, never to 127.0.0.1:PORT here, where a decoy listens
+    (it would time out the handshake, or reach another server); with neither, one line."""
+    port = free_port()
+    with _MariaDBInItsOwnNetwork(MariaDBOptions(port=port, performance_schema=False)) as db:
+        assert os.stat(f"/proc/{db.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
+        assert Connector.resolve(ConnectionOptions(), db.pid).endpoint == Endpoint(socket=db.socket)
+        os.unlink(db.socket)
+        with socket.socket(socket.AF_INET) as decoy:
+            decoy.bind(("127.0.0.1", port))
+            decoy.listen()
+            connector = Connector.resolve(ConnectionOptions(), db.pid)
+            assert connector.endpoint == Endpoint(host="127.0.0.1", port=port, netns=f"/proc/{db.pid}/ns/net")
+            assert f"in the network namespace of pid {db.pid}" in connector.describe()
+            conn = connector.open()
+            try:
+                row = query(conn, "SELECT @@port AS port, @@datadir AS datadir")[0]
+            finally:
+                conn.close()
+        assert row["port"] == port and os.path.realpath(row["datadir"]) == os.path.realpath(db.datadir)
+    # the server gone: its namespace with it; a process in another one, listening nowhere
+    holder = subprocess.Popen([find_binary("unshare"), "--net", "sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5
+        while os.stat(f"/proc/{holder.pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino:
+            assert time.monotonic() < deadline, "unshare --net did not take effect"
+            time.sleep(0.01)
+        with pytest.raises(UserError, match="another network namespace"):
+            Connector.resolve(ConnectionOptions(), holder.pid)
+    finally:
+        holder.kill()
+        holder.wait()

@@ -3,8 +3,10 @@
 Where each piece comes from, first found wins:
 
 - endpoint: --socket, or --host/--port; else the unix socket the traced process
-  listens on (/proc/PID/net/unix, exact), else its TCP listening port; else the
-  client option files' socket / host / port; else /run/mysqld/mysqld.sock.
+  listens on (/proc/PID/net/unix, exact), else its TCP listening port, in its own
+  network namespace (/proc/PID/net/tcp; connected from inside that namespace when it
+  is not ours: a pod's 127.0.0.1 is not ours); else, only for a server in our network
+  namespace, the client option files' socket / host / port; else /run/mysqld/mysqld.sock.
   The traced server's own socket beats the option files on purpose: their
   `[client] socket` may name another server on the same machine.
 - user: --user, else the option files, else the login name (root when euid 0,
@@ -28,6 +30,7 @@ cannot stall the caller for long.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import os
 import pwd
@@ -36,11 +39,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
 import pymysql
 import pymysql.cursors
 
 from .errors import UserError
+from .net_namespace import connect_in, listening_tcp, other_netns, socket_inodes
 from .option_files import OptionFiles, norm_option
 from .root_paths import in_root
 
@@ -177,20 +180,10 @@ def read_client_defaults(defaults_file: str | None = None, files: Sequence[str] 
 
 def server_socket(pid: int) -> str | None:
     """The unix socket the process `pid` listens on: its socket fds that are
-    listening (__SO_ACCEPTCON) in /proc/PID/net/unix. Read through /proc/PID/root,
-    so a server in a container is reached by the path valid here."""
-    inodes = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return None
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
+    listening (__SO_ACCEPTCON) in /proc/PID/net/unix, whose path is a socket now. Read
+    through /proc/PID/root, so a server in a container is reached by the path valid here
+    (a unix socket's path reaches it from any network namespace)."""
+    inodes = socket_inodes(pid)
     try:
         with open(f"/proc/{pid}/net/unix") as f:
             lines = f.read().splitlines()[1:]
@@ -208,25 +201,23 @@ def server_socket(pid: int) -> str | None:
             same_root = os.stat(root) == os.stat("/")
         except OSError:
             same_root = True
-        return path if same_root else in_root(root, path)  # /var/run -> /run in many images
+        here = path if same_root else in_root(root, path)  # /var/run -> /run in many images
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.stat(here).st_mode):  # not removed since, nor replaced
+                return here
     return None
 
 
 def server_tcp_port(pid: int) -> tuple[str, int] | None:
-    """A TCP address the process listens on, loopback preferred, or None."""
-    try:
-        proc = psutil.Process(pid)
-        # psutil >= 6 names it net_connections; 5.9 only has connections
-        conns = (getattr(proc, "net_connections", None) or proc.connections)(kind="inet")
-    except psutil.Error:
-        return None
-    listening = [c.laddr for c in conns if c.status == psutil.CONN_LISTEN and c.laddr]
+    """A TCP address the process listens on, loopback preferred, or None; in its own
+    network namespace (mysqlio.net_namespace)."""
+    listening = listening_tcp(pid)
     if not listening:
         return None
     wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1"}
-    loopback = [a for a in listening if a.ip in wildcard or a.ip.startswith("127.") or a.ip == "::1"]
-    best = (loopback or listening)[0]
-    return wildcard.get(best.ip, best.ip), best.port
+    loopback = [a for a in listening if a[0] in wildcard or a[0].startswith("127.") or a[0] == "::1"]
+    ip, port = (loopback or listening)[0]
+    return wildcard.get(ip, ip), port
 
 
 def login_name() -> str:
@@ -245,12 +236,14 @@ class Endpoint:
     socket: str | None = None
     host: str | None = None
     port: int = DEFAULT_PORT
+    netns: str | None = None  # /proc/PID/ns/net: host:port is in the server's network namespace
 
     def describe(self) -> str:
         if self.socket:
             return self.socket
         host = f"[{self.host}]" if self.host and ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        where = f" in the network namespace of pid {self.netns.split('/')[2]}" if self.netns else ""
+        return f"{host}:{self.port}{where}"
 
 
 def resolve_endpoint(options: ConnectionOptions, pid: int | None, defaults: ClientDefaults) -> Endpoint:
@@ -268,7 +261,13 @@ def resolve_endpoint(options: ConnectionOptions, pid: int | None, defaults: Clie
             return Endpoint(socket=sock)
         tcp = server_tcp_port(pid)
         if tcp:
-            return Endpoint(host=tcp[0], port=options.port or tcp[1])
+            return Endpoint(host=tcp[0], port=options.port or tcp[1], netns=other_netns(pid))
+        if other_netns(pid):
+            # the option files' or the default endpoint are in *our* network: another server
+            raise UserError(
+                f"process {pid} is in another network namespace and listens on no unix socket or TCP port "
+                "mysqlio can see: give --socket, or --host and --port"
+            )
     if options.port is not None:
         return Endpoint(host=defaults.host or "127.0.0.1", port=options.port)
     if defaults.host and defaults.host != "localhost":
@@ -334,7 +333,12 @@ class Connector:
             kwargs["host"] = self.endpoint.host
             kwargs["port"] = self.endpoint.port
         try:
-            conn = pymysql.connect(**kwargs)
+            if self.endpoint.netns and self.endpoint.host:
+                # a socket made inside the server's network namespace, then PyMySQL's handshake
+                conn = pymysql.connect(defer_connect=True, **kwargs)
+                conn.connect(connect_in(self.endpoint.netns, self.endpoint.host, self.endpoint.port, self.timeout_s))
+            else:
+                conn = pymysql.connect(**kwargs)
         except pymysql.MySQLError as exc:
             raise UserError(self.failure(exc)) from None
         except OSError as exc:  # e.g. a socket path that is not a socket

@@ -120,6 +120,9 @@ const volatile __u32 targ_uring_complete_req_arg = 1;
 /* io_uring_complete has no request (Linux 5.10: ctx, user_data, res, cflags):
  * a request is matched to its submission by its ring and user_data */
 const volatile bool targ_uring_by_user_data = false;
+/* log2 of the kernel's page size (mysqlio.bpf_arch sets it from the running
+ * kernel): page indexes and folio orders become bytes with it */
+const volatile __u32 targ_page_shift = DEFAULT_PAGE_SHIFT;
 
 struct drop_counters drops = {};
 
@@ -1272,15 +1275,16 @@ __noinline int record_latency_nocas(__u32 dev, __u64 ino, __u8 op, __u8 api, __u
 	(targ_record ? 0 : (cas) ? record_latency(__VA_ARGS__) : record_latency_nocas(__VA_ARGS__))
 
 /* What sys_enter needs of a syscall: its number and first four arguments
- * (the arguments a syscall does not have are left 0). */
-struct syscall_args {
+ * (the arguments a syscall does not have are left 0); mio_: kernels from 7.x
+ * have a struct syscall_args of their own. */
+struct mio_syscall_args {
 	long nr;
 	__u64 arg[4];
 };
 
 /* The first four arguments a syscall entered with, from its saved registers
  * (a BTF pointer: direct loads where the arch allows, x86) */
-static __always_inline void syscall_args_of(struct pt_regs *regs, struct syscall_args *a)
+static __always_inline void syscall_args_of(struct pt_regs *regs, struct mio_syscall_args *a)
 {
 	a->arg[0] = PT_REGS_PARM1_SYSCALL(regs);
 	a->arg[1] = PT_REGS_PARM2_SYSCALL(regs);
@@ -1291,7 +1295,7 @@ static __always_inline void syscall_args_of(struct pt_regs *regs, struct syscall
 /* Where a syscall acts, as far as its arguments say: its offset argument,
  * or -1 with *at_pos set when it acts at the file position (read, write,
  * readv, writev; preadv2/pwritev2 with offset -1), or -1 (syncs). */
-static __always_inline __s64 syscall_offset_arg(const struct syscall_args *a, __u8 *at_pos)
+static __always_inline __s64 syscall_offset_arg(const struct mio_syscall_args *a, __u8 *at_pos)
 {
 	*at_pos = 0;
 	switch (a->nr) {
@@ -1403,7 +1407,7 @@ static __always_inline int stamp_call(long nr, __u32 tid)
 }
 
 /* A traced syscall starts: remember what it acts on until its exit. */
-static __always_inline int on_sys_enter(const struct syscall_args *a, __u32 tid)
+static __always_inline int on_sys_enter(const struct mio_syscall_args *a, __u32 tid)
 {
 	struct inflight *call;
 	int op;
@@ -1505,7 +1509,7 @@ static __always_inline long tp_ret(void *ctx)
 
 static __always_inline int enter_tracepoint(void *ctx, const int nargs)
 {
-	struct syscall_args a = {};
+	struct mio_syscall_args a = {};
 	__u32 tid = (__u32)target_id();
 
 	if (!tid)
@@ -1547,7 +1551,7 @@ int handle_enter_args4(void *ctx)
 SEC("tp_btf/sys_enter")
 int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 {
-	struct syscall_args a = {};
+	struct mio_syscall_args a = {};
 	__u32 tid = (__u32)target_id();
 
 	if (!tid || !is_io_syscall(nr))
@@ -2038,7 +2042,7 @@ static __always_inline int on_sys_exit_entered(long ret, const bool cas, __u32 t
  * (tools/ab_objects.py, issue 19), claiming the thread's cell costs more than
  * the last-file cache it holds saves: going through it made untimed top
  * x 1.17 per request (4 rounds; x 1.06 when the slot was task storage). */
-static __always_inline int account_untimed(struct syscall_args *a, long ret, struct pt_regs *regs,
+static __always_inline int account_untimed(struct mio_syscall_args *a, long ret, struct pt_regs *regs,
 					   struct task_struct *task, __u32 tid, const bool cas, const bool cast)
 {
 	struct file_ref file;
@@ -2070,7 +2074,7 @@ static __always_inline int account_untimed(struct syscall_args *a, long ret, str
 static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_regs *regs, struct task_struct *task,
 					    __u32 tid, const bool cast)
 {
-	struct syscall_args a = {};
+	struct mio_syscall_args a = {};
 	struct inflight *call;
 	bool timing = requests_timed();
 	bool timed;

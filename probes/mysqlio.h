@@ -30,7 +30,9 @@
 #define DEV_PROBES 4                   /* slots tried from a device's hash */
 #define DEV_OWNERS 5                   /* enum mio_owner's values: a device's columns */
 #define MAX_VMA_DEPTH 48   /* rb-tree levels searched for an address (kernels before 6.1) */
-#define PAGE_BYTES 4096    /* the page size of the kernels probed (x86-64, arm64 4K) */
+/* log2 of the page size until the loader sets targ_page_shift to the running
+ * kernel's (x86-64: 4 KiB; arm64: 4, 16 or 64 KiB, RHEL's and Ubuntu's 64K kernels) */
+#define DEFAULT_PAGE_SHIFT 12
 #define MAX_REGION_FILES 4  /* files split into regions (InnoDB system tablespace files) */
 #define MAX_REGION_RANGES 8 /* byte ranges per region file */
 #define MAX_REGION_SLOTS 32 /* MAX_REGION_FILES * MAX_REGION_RANGES */

@@ -96,6 +96,9 @@ struct {
 #define REQ_OP_MASK 0xff
 #define REQ_OP_READ 0
 #define REQ_OP_WRITE 1
+/* the running kernel's page size (targ_page_shift, not a fixed 4 KiB: arm64
+ * kernels have 16 and 64 KiB pages) */
+#define PAGE_BYTES ((__u64)1 << targ_page_shift)
 
 /* Layouts of older kernels (CO-RE flavors: the suffix is ignored) */
 struct bio___old { /* before 5.12 */
@@ -109,6 +112,10 @@ struct folio___old { /* 5.16 - 6.5: the order in the first tail page */
 
 struct page___ci { /* 7.x: compound_head renamed */
 	unsigned long compound_info;
+} __attribute__((preserve_access_index));
+
+struct page___ch { /* before 7.x (the types built with may be newer: arm64's are sid's) */
+	unsigned long compound_head;
 } __attribute__((preserve_access_index));
 
 struct page___old { /* before 6.16 */
@@ -167,7 +174,6 @@ static __always_inline long current_syscall_nr(const bool cast)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 off = regs_offset, regs;
-	long nr = -1;
 
 	if (cast) {
 		/* a BTF pointer either way (entry_regs), as the exit programs read it */
@@ -180,8 +186,9 @@ static __always_inline long current_syscall_nr(const bool cast)
 	 * field on one way only was merged by the compiler with the read of
 	 * nr ("same insn cannot be used with different pointers", 6.18) */
 	regs = off ? (__u64)task->stack + off : (__u64)task_regs();
-	bpf_probe_read_kernel(&nr, sizeof(nr), (void *)(regs + bpf_core_field_offset(struct pt_regs, SYSCALL_NR_FIELD)));
-	return nr;
+	/* the field's own size and sign (CO-RE): arm64's syscallno is an s32,
+	 * and the word after it no part of it (pmr in 7.2), x86-64's orig_ax a long */
+	return (long)BPF_CORE_READ_BITFIELD_PROBED((struct pt_regs *)regs, SYSCALL_NR_FIELD);
 }
 
 static __always_inline bool remember_server_file(__u32 dev, __u64 ino)
@@ -612,7 +619,7 @@ static __always_inline void bio_page_file(struct bio *bio, struct page_file *f, 
 	if (bpf_core_field_exists(((struct page___ci *)page)->compound_info))
 		head_at = bpf_core_field_offset(struct page___ci, compound_info);
 	else
-		head_at = bpf_core_field_offset(struct page, compound_head);
+		head_at = bpf_core_field_offset(struct page___ch, compound_head);
 	if (cast) {
 		/* the page's words as numbers with plain loads (no probe read) */
 		head = kernel_word(page, head_at);

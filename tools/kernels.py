@@ -170,11 +170,16 @@ def _host_arch() -> str:
 
 
 class PrivateApt:
-    """apt-get / apt-cache on one Debian suite, with lists and cache of its own."""
+    """apt-get / apt-cache on one Debian suite, with lists and cache of its own; ARCH: another
+    Debian architecture's packages (tools/arch_btf.py reads their kernels' BTF)."""
 
-    def __init__(self, suite: str, cache_dir: Path = CACHE_DIR) -> None:
+    def __init__(self, suite: str, cache_dir: Path = CACHE_DIR, arch: str | None = None) -> None:
         self.suite = suite
-        self.dir = cache_dir / "apt" / suite
+        host = _host_arch()
+        self.arch = arch or host
+        # another architecture's lists apart: apt's list cleanup would drop the host's
+        self.foreign = self.arch != host
+        self.dir = cache_dir / "apt" / (f"{suite}-{self.arch}" if self.foreign else suite)
         self.lists = self.dir / "lists"
         self.cache = self.dir / "cache"
         self.sources = self.dir / "sources.list"
@@ -232,6 +237,11 @@ class PrivateApt:
             "Acquire::Languages=none",
             "-o",
             "APT::Get::List-Cleanup=true",
+            *(
+                ["-o", f"APT::Architecture={self.arch}", "-o", f"APT::Architectures={self.arch}"]
+                if self.foreign
+                else []
+            ),
         ]
 
     def update(self, *, force: bool = False) -> None:
@@ -269,7 +279,7 @@ class PrivateApt:
 
     def download(self, package: str, version: str, dest: Path) -> Path:
         """PACKAGE=VERSION's .deb in DEST, downloaded only when not already there."""
-        arch = _host_arch()
+        arch = self.arch
         deb = dest / f"{package}_{version.replace(':', '%3a')}_{arch}.deb"
         alt = dest / f"{package}_{version.replace(':', '%3a')}_all.deb"
         for d in (deb, alt):
@@ -309,7 +319,7 @@ def _deps(fields: dict[str, str]) -> list[str]:
 
 
 def _resolve_image(apt: PrivateApt, flavour: str = "") -> tuple[str, dict[str, str]]:
-    arch = _host_arch()
+    arch = apt.arch
     meta = apt.show(f"linux-image-{flavour}{arch}")
     if meta is None:
         raise KernelFetchError(f"{apt.suite} has no linux-image-{flavour}{arch} metapackage")

@@ -14,12 +14,11 @@ import enum
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
-from . import abi, abi_check, kernel_features, stats_cells, syscall_hook
+from . import abi, abi_check, bpf_arch, kernel_features, stats_cells, syscall_hook, unpreempted
 from .conn_map import ConnectionMap, unused_conn_programs
 from .disk_stat import DiskCounters
 from .errors import BpfError
@@ -30,7 +29,6 @@ from .libbpf import BpfMap, BpfObject, create_ring_buffer, possible_cpus, progra
 from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
 from .ringbuf import CpuEventSlots, EventSlots, PerCpuRingsReader, RingBufferReader
 
-DEFAULT_OBJECT = Path(__file__).parent / "bpf" / "mysqlio.bpf.o"
 BPF_MAP_TYPE_ARRAY = 2
 MIN_RING_BYTES = 256 << 10  # a CPU's ring buffer: 4,096 events at least
 # programs built twice: without the compare-and-swap instruction for kernels
@@ -68,7 +66,7 @@ PAGE_CACHE_PROGRAMS = (
 
 
 def bpf_object_path() -> str:
-    return os.environ.get("MYSQLIO_BPF_OBJECT", str(DEFAULT_OBJECT))
+    return os.environ.get("MYSQLIO_BPF_OBJECT", str(bpf_arch.default_object()))
 
 
 # cells of the stats table the programs use: all, or fewer to test its overflow
@@ -103,6 +101,7 @@ class BpfProbe:
     ) -> None:
         """See _open. Should the kernel refuse a per-syscall tracepoint's program at
         attach, the probes are opened again on the raw hook (syscall_hook.fall_back)."""
+        unpreempted.install()  # where a map call switched out midway would hide syscalls
         try:
             self._open(pid, object_path, record_ring_bytes, page_cache, timed, connections)
         except syscall_hook.TracepointsRefused as refused:
@@ -145,6 +144,7 @@ class BpfProbe:
         self._control = abi.Control(tgid=pid)
         self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(cells_used - 1))
+        self._obj.set_rodata("targ_page_shift", ctypes.c_uint32(bpf_arch.page_shift()))
         self._rings: list[int] = []  # record: each CPU's ring buffer (fds)
         self._slots_per_cpu = 0  # record with event slots: each CPU's slots
         if record_ring_bytes:

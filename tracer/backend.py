@@ -11,7 +11,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from . import preflight
+from . import lockdown, preflight
 from .bpf_probe import BpfProbe
 from .errors import UserError
 from .probe import Probe
@@ -24,9 +24,10 @@ BACKENDS = ("auto", "bpf", "stap")
 _prebuilt: dict[str, Prebuilt] = {}
 
 
-def stap_problem(release: str | None = None, prebuilt: bool = False) -> str | None:
+def stap_problem(release: str | None = None, prebuilt: bool = False, signed: bool = False) -> str | None:
     """Why the SystemTap backend cannot run on this machine (one line), or None. prebuilt: a
-    module built elsewhere (--stap-module) runs with staprun alone: no stap, no headers."""
+    module built elsewhere (--stap-module) runs with staprun alone: no stap, no headers;
+    signed: that module carries a signature (the kernel then judges its key)."""
     release = release or platform.release()
     machine = platform.machine()
     if machine != "x86_64":
@@ -48,6 +49,13 @@ def stap_problem(release: str | None = None, prebuilt: bool = False) -> str | No
         disabled = False
     if disabled:
         return "this kernel refuses new modules (kernel.modules_disabled=1); SystemTap needs to load one"
+    # before the headers: with them, the module built would still be refused
+    refused = None if signed else lockdown.unsigned_modules_refused(lockdown.read_lockdown())
+    if refused:
+        return (
+            f"{refused}, and SystemTap's are unsigned: it cannot load them unless they are signed with a key "
+            "the kernel trusts (enrolled with MOK; see docs/systemtap.md)"
+        )
     if not prebuilt and not os.path.isdir(f"/lib/modules/{release}/build"):
         return (
             f"SystemTap needs the headers of the running kernel {release} (/lib/modules/{release}/build "
@@ -83,7 +91,7 @@ def select_backend(requested: str, prebuilt: str | None = None, mode: str = "top
         if requested not in ("stap", "auto"):
             raise UserError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
         module = prebuilt_module(prebuilt, mode)
-        problem = stap_problem(prebuilt=True)
+        problem = stap_problem(prebuilt=True, signed=lockdown.module_signed(module.module))
         if problem:
             raise UserError(problem)
         _prebuilt[mode] = module

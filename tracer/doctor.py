@@ -15,7 +15,9 @@ feed them crafted cases. `run_checks()` gathers them in three sections:
   doctor never connects to the server and never runs its binary.
 
 The checks live by section: doctor_kernel (prerequisites), doctor_features (BPF
-features and their fallbacks), doctor_probe (the BPF object and a real attach),
+features and their fallbacks), doctor_lockdown (the kernel's lockdown level),
+doctor_io_uring (io_uring's tracepoint, needed only where a server can use io_uring),
+doctor_probe (the BPF object and a real attach),
 doctor_tools, doctor_server (with doctor_error_log and doctor_settings); the
 verdict is doctor_check's, the text doctor_render's.
 """
@@ -29,6 +31,7 @@ from typing import Any
 from . import syscall_hook
 from .doctor_check import Check, doctor_json, ebpf_ready, exit_code
 from .doctor_features import kernel_feature_checks, probe_kernel_features
+from .doctor_io_uring import server_needs_io_uring
 from .doctor_kernel import (
     check_btf,
     check_io_uring_sysctl,
@@ -43,14 +46,17 @@ from .doctor_kernel import (
     syscall_hook_checks,
     tracepoint_checks,
 )
+from .doctor_lockdown import check_lockdown
 from .doctor_probe import check_bpf_object, check_probe_attach
 from .doctor_render import print_text
 from .doctor_server import server_checks
 from .doctor_tools import check_build_tool, check_stap
+from .lockdown import read_lockdown
 
 
 def system_checks() -> list[Check]:
     privileges = check_privileges()
+    locked = check_lockdown(read_lockdown())
     btf = check_btf()
     libbpf = check_libbpf()
     if btf.status == "ok" and libbpf.status == "ok":
@@ -67,6 +73,7 @@ def system_checks() -> list[Check]:
     checks = [
         privileges,
         check_kernel(),
+        locked,
         btf,
         check_jit(),
         libbpf,
@@ -75,7 +82,7 @@ def system_checks() -> list[Check]:
         *syscall_hook_checks(),
         bpf_object,
     ]
-    checks.append(check_probe_attach([privileges, btf, libbpf, *tracepoints, bpf_object]))
+    checks.append(check_probe_attach([privileges, locked, btf, libbpf, *tracepoints, bpf_object]))
     # the hook as the attach left it: a refusal there moved the probes to the raw hook
     hook = next(i for i, c in enumerate(checks) if c.name == "syscall hook")
     checks[hook] = check_syscall_hook(syscall_hook.choose(quiet=True))
@@ -88,7 +95,7 @@ def system_checks() -> list[Check]:
 
 
 def run_checks(pid: int | None = None) -> list[Check]:
-    return [*system_checks(), *server_checks(pid)]
+    return server_needs_io_uring([*system_checks(), *server_checks(pid)])
 
 
 def run_doctor(args: Any) -> int:

@@ -1,5 +1,6 @@
 """Doctor's eBPF prerequisites: privileges, the kernel, BTF, the JIT, io_uring's sysctl,
-libbpf, the BTF raw tracepoints the probes attach to, tracefs and the syscall hook."""
+libbpf, the BTF raw tracepoints the probes attach to (io_uring's only where a server can
+use it: doctor_io_uring), tracefs and the syscall hook."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 from . import preflight, syscall_hook
 from .btf import kernel_btf_has
 from .doctor_check import Check
+from .doctor_io_uring import IO_URING_SYSCTL, io_uring_unavailable, optional_io_uring
 from .errors import BpfError
-from .libbpf import libbpf_version
+from .libbpf import libbpf_name, libbpf_version
 
 # The probes attach to these BTF raw tracepoints (probes/mysqlio.bpf.c, SEC("tp_btf/...")).
 SYSCALL_TRACEPOINTS = ("sys_enter", "sys_exit")
@@ -23,7 +25,6 @@ IO_URING_TRACEPOINTS = ("io_uring_complete",)
 # (as did libbpf_major_version, so a libbpf without it is too old anyway).
 MIN_LIBBPF = (0, 6)
 JIT_PATH = "/proc/sys/net/core/bpf_jit_enable"
-IO_URING_SYSCTL = "/proc/sys/kernel/io_uring_disabled"
 SCHED_PREEMPT = "/sys/kernel/debug/sched/preempt"  # PREEMPT_DYNAMIC's choice (debugfs)
 
 
@@ -106,11 +107,12 @@ def check_io_uring_sysctl(path: str = IO_URING_SYSCTL) -> Check:
             "only for root and the group kernel.io_uring_group (kernel.io_uring_disabled = 1)",
             value=value,
         )
+    # a note, not a problem: a server that cannot create an io_uring does its I/O otherwise, traced
     return Check(
         "io_uring allowed",
-        "warn",
-        "no (kernel.io_uring_disabled = 2): MariaDB falls back to libaio or simulated AIO",
-        "sysctl -w kernel.io_uring_disabled=0 if you want InnoDB to use io_uring (mysqlio traces all three)",
+        "ok",
+        "no (kernel.io_uring_disabled = 2): MariaDB uses libaio or simulated AIO instead (mysqlio traces both);"
+        " to let InnoDB use io_uring: sysctl -w kernel.io_uring_disabled=0",
         value=value,
     )
 
@@ -227,7 +229,8 @@ def check_libbpf(version_of: Callable[[], tuple[int, int] | None] = libbpf_versi
             value=None if version is None else f"{version[0]}.{version[1]}",
         )
     text = f"{version[0]}.{version[1]}"
-    return Check("libbpf", "ok", f"libbpf.so.1, version {text}", required=True, value=text)
+    where = " (carried by this executable)" if libbpf_name() != "libbpf.so.1" else ""
+    return Check("libbpf", "ok", f"libbpf.so.1{where}, version {text}", required=True, value=text)
 
 
 def btf_types_present(names: Iterable[str], path: str = preflight.BTF_PATH) -> dict[str, bool]:
@@ -258,13 +261,21 @@ def check_tracepoints(what: str, events: Sequence[str], found: dict[str, bool] |
     return Check(name, "ok", ", ".join(events) + " (BTF raw tracepoints; no kprobes needed)", required=True)
 
 
-def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
+def tracepoint_checks(btf_path: str = preflight.BTF_PATH, io_uring_sysctl: str = IO_URING_SYSCTL) -> list[Check]:
     names = [f"btf_trace_{e}" for e in (*SYSCALL_TRACEPOINTS, *IO_URING_TRACEPOINTS)]
     found: dict[str, bool] | Exception
     try:
         found = btf_types_present(names, btf_path)
     except OSError as exc:
         found = exc
+    io_uring = check_tracepoints(
+        "io_uring",
+        IO_URING_TRACEPOINTS,
+        found,
+        "io_uring requests are counted at io_uring_complete (CONFIG_IO_URING): use a newer kernel, or --backend stap",
+    )
+    if io_uring.status == "fail" and not isinstance(found, Exception):
+        io_uring = optional_io_uring(io_uring, io_uring_unavailable(btf_path, io_uring_sysctl))
     return [
         check_tracepoints(
             "syscall",
@@ -272,13 +283,7 @@ def tracepoint_checks(btf_path: str = preflight.BTF_PATH) -> list[Check]:
             found,
             "the kernel lacks raw syscall tracepoints (CONFIG_FTRACE_SYSCALLS): use --backend stap",
         ),
-        check_tracepoints(
-            "io_uring",
-            IO_URING_TRACEPOINTS,
-            found,
-            "io_uring requests are counted at io_uring_complete (CONFIG_IO_URING): use a newer kernel, "
-            "or --backend stap",
-        ),
+        io_uring,
     ]
 
 

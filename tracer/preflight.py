@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from . import lockdown
 from .errors import UserError
 
 CAP_SYS_ADMIN = 21
@@ -35,3 +36,7 @@ def check_bpf_environment() -> None:
         raise UserError(
             f"this kernel exposes no BTF ({BTF_PATH} is missing); the eBPF backend needs CONFIG_DEBUG_INFO_BTF"
         )
+    # the probes read kernel memory with helpers that lockdown=confidentiality withholds:
+    # said before the load, which would fail on the first of them
+    if lockdown.read_lockdown().level == "confidentiality":
+        raise UserError(f"{lockdown.BPF_REFUSED}; {lockdown.BPF_REFUSED_FIX}")

@@ -39,12 +39,19 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    counted but none was timed (report's <class>_latency_ns): the enter programs stamp each
    request with its syscall's number, read from the tracepoint's context, which the exit
    checks; a number read from the wrong place leaves every request untimed.
+   --tracer CMD runs the tracers and doctor as CMD instead of this Python's `-m mysqlio`
+   (record's report still runs here): tools/dist_roots.py passes the single-file build
+   (make dist) chrooted in a Debian root, and --iogen CMD a static iogen in the same root
+   (a traced process in another root has its files named through /proc/PID/root). The programs' process is then the first of CMD's
+   process tree that holds BPF objects (the build's bootloaders hold none); the shared
+   libraries it has mapped are noted per mode ("libraries").
 5. Notes which syscall hook each tracer runs on (its programs, from its fds and bpftool):
    "tracepoints" (the per-syscall tracepoints' handle_exit*) or "raw" (handle_sys_exit*,
    where mysqlio fell back to the raw sys_enter/sys_exit).
 
 The JSON written to --out (schema 1; tools/compat_table.py reads it):
     {"schema": 1, "alias": "6.1", "where": "guest" | "host", "date": "<UTC>", "seconds": 312.5,
+     "tracer": "<the command that ran mysqlio>",
      "source": {"commit": "<HEAD>", "uncommitted_changes": false}, "repo": "<the checkout>",
      "kernel": {"release", "proc_version", "btf", "btf_bytes", "tracefs_mounts",
                 "debugfs_mounts", "io_uring_disabled", "preempt", "faultable_tracepoints"},
@@ -71,6 +78,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -119,6 +127,9 @@ TOP_INTERVAL_S = 1.0
 LOAD_TIMEOUT_S = 900.0  # loading a probe under emulation on a busy host: minutes
 RUN_TIMEOUT_S = 600.0
 MAX_ISSUES = 4
+# what runs mysqlio for the tracers and doctor (--tracer); report always runs here
+TRACER: list[str] = [sys.executable, "-m", "mysqlio"]
+IOGEN_CMD: list[str] = [str(IOGEN)]  # --iogen: iogen in the tracers' root
 # what each tracer prints on stderr once attached (tracer/top.py, record.py, exporter.py):
 # it says the tracer ran, not why it stopped
 BANNERS = {"top": "mysqlio: tracing pid ", "record": "mysqlio: recording pid ", "exporter": "mysqlio: exporting pid "}
@@ -238,7 +249,7 @@ def discover(base: Path, wanted: Sequence[str]) -> Scenarios:
         d = base / f"alone-{s}"
         d.mkdir()
         procs[s] = subprocess.Popen(
-            [str(IOGEN), "--dir", str(d), "--scenario", s], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [*IOGEN_CMD, "--dir", str(d), "--scenario", s], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
     for s, p in procs.items():
         try:
@@ -364,9 +375,29 @@ def exit_text(rc: int) -> str:
 
 
 def _python_m(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mysqlio", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    return subprocess.Popen([*TRACER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def bpf_holder(pid: int) -> int:
+    """The process holding the tracer's BPF objects: PID, or (a wrapper, the single-file
+    build's bootloaders) the first of its descendants that holds any."""
+    if bpf_fdinfo(pid):
+        return pid
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return pid
+    return next((c.pid for c in children if bpf_fdinfo(c.pid)), pid)
+
+
+def mapped_libraries(pid: int) -> list[str]:
+    """The shared libraries process pid has mapped (from /proc/PID/maps, as the kernel names them)."""
+    try:
+        lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    except OSError:
+        return []
+    paths = {line.split(None, 5)[5] for line in lines if len(line.split(None, 5)) == 6}
+    return sorted(p for p in paths if re.search(r"\.so(\.[\d.]+)?$", p))
 
 
 def start_tracers(modes: Sequence[str], pid: int, workdir: Path) -> list[Tracer]:
@@ -374,7 +405,7 @@ def start_tracers(modes: Sequence[str], pid: int, workdir: Path) -> list[Tracer]
     tracers = []
     for mode in modes:
         if mode == "top":
-            tracers.append(Tracer(mode, start_top(pid, TOP_INTERVAL_S)))
+            tracers.append(Tracer(mode, start_top(pid, TOP_INTERVAL_S, command=TRACER)))
         elif mode == "record":
             trace = str(workdir / "matrix.trace")
             tracers.append(Tracer(mode, _python_m("record", "-p", str(pid), "-o", trace), trace=trace))
@@ -480,8 +511,10 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
     """Stop a tracer that ran and collect its per-file counts (in iogen's names) and losses."""
     try:
         # by program name, for the verdict's text; read again just before record stops
-        t.extra["skipped_by_program"] = skipped_by_program(t.proc.pid)
-        t.extra["syscall_hook"] = syscall_hook_held(t.proc.pid)
+        holder = bpf_holder(t.proc.pid)
+        t.extra["skipped_by_program"] = skipped_by_program(holder)
+        t.extra["syscall_hook"] = syscall_hook_held(holder)
+        t.extra["libraries"] = mapped_libraries(holder)
         if t.mode == "top":
             # Two intervals stamped after the workload: the first may have drained just before
             # it ended, the second cannot (a sample takes seconds under emulation, and a SIGINT
@@ -519,7 +552,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
                 t.extra["assert_exact"] = f"failed: {e}"
         elif t.mode == "record":
             # by program name, as late as possible; the count judged is the trace's own
-            t.extra["skipped_by_program"] = skipped_by_program(t.proc.pid)
+            t.extra["skipped_by_program"] = skipped_by_program(holder)
             rc = t.stop(signal.SIGINT)
             if rc != 0:
                 t.fail("error", f"record exited {exit_text(rc)}")
@@ -689,6 +722,7 @@ def run_matrix(modes: Sequence[str], alias: str, where: str, scratch_kind: str) 
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "kernel": kernel_facts(),
         "startup_seconds": round(started, 1),
+        "tracer": shlex.join(TRACER),
         "repo": str(REPO),
         "source": source_state(),
     }
@@ -744,7 +778,7 @@ def trace_all(modes: Sequence[str], scenarios: Scenarios, base: Path) -> dict[st
     work.mkdir()
     args = [a for s in scenarios.run for a in ("--scenario", s)]
     gen = subprocess.Popen(
-        [str(IOGEN), "--dir", str(work), "--wait", *args],
+        [*IOGEN_CMD, "--dir", str(work), "--wait", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -810,6 +844,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--where", choices=("guest", "host"), default=None, help="default: guest unless --alias host")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     ap.add_argument(
+        "--tracer",
+        help="the command that runs mysqlio for the tracers and doctor, as one shell-quoted string "
+        "(default: this Python's -m mysqlio; tools/dist_roots.py passes the single-file build in a root)",
+    )
+    ap.add_argument(
+        "--iogen",
+        help="the command that runs iogen, one shell-quoted string (default: tools/iogen; tools/dist_roots.py "
+        "runs a static one in the tracers' root, where a server would be)",
+    )
+    ap.add_argument(
         "--scratch",
         choices=("ext4", "tmp"),
         default=None,
@@ -822,6 +866,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("matrix_guest: run as root (it loads BPF programs)", file=sys.stderr)
         return 2
+    if args.tracer:
+        TRACER[:] = shlex.split(args.tracer)
+    if args.iogen:
+        IOGEN_CMD[:] = shlex.split(args.iogen)
     where = args.where or ("host" if args.alias == "host" else "guest")
     result = run_matrix(modes, args.alias, where, args.scratch or ("ext4" if where == "guest" else "tmp"))
     out = Path(args.out)

@@ -515,6 +515,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:  # the single-file build (make dist) leaves it out
+        raise UserError("plot needs matplotlib, which this mysqlio lacks: pip install mysqlio (or matplotlib)")
     from .plot import plot_trace
     from .trace import TraceReader
 

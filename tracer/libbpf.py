@@ -8,10 +8,10 @@ them in the exception instead of on the terminal (libbpf prints to fd 2).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import platform
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,10 +26,16 @@ BPF_MAP_TYPE_RINGBUF = 27
 _LOG_LIMIT = 200_000
 
 
+def libbpf_name() -> str:
+    """The versioned soname (the bare libbpf.so only exists with -dev installed); in the single-file
+    build (`make dist`), the libbpf.so.1 it carries, by path (the host's, if any, may be older)."""
+    carried = os.path.join(getattr(sys, "_MEIPASS", ""), "libbpf.so.1")
+    return carried if getattr(sys, "frozen", False) and os.path.exists(carried) else "libbpf.so.1"
+
+
 def _load_libbpf() -> ctypes.CDLL:
-    # The versioned soname: the bare libbpf.so only exists with -dev installed.
     try:
-        return ctypes.CDLL("libbpf.so.1", use_errno=True)
+        return ctypes.CDLL(libbpf_name(), use_errno=True)
     except OSError as exc:
         raise BpfError(f"cannot load libbpf.so.1 ({exc}); install Debian's libbpf1") from exc
 
@@ -115,7 +121,8 @@ class _Lib:
             fn.restype = restype
             fn.argtypes = argtypes
         self.lib = lib
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # the C library already loaded: one found on disk may not be it (make dist carries its own)
+        libc = ctypes.CDLL(None)
         self.vsnprintf = libc.vsnprintf
         self.vsnprintf.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, vp]
         self.vsnprintf.restype = ctypes.c_int
@@ -583,7 +590,7 @@ def libbpf_version() -> tuple[int, int] | None:
     (no libbpf_major_version). Raises OSError when it cannot be loaded."""
     # Not through _Lib: an old libbpf lacks symbols it declares. A second CDLL of the
     # same library shares its handle.
-    cdll = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    cdll = ctypes.CDLL(libbpf_name(), use_errno=True)
     if not hasattr(cdll, "libbpf_major_version"):
         return None
     cdll.libbpf_major_version.restype = ctypes.c_uint32

@@ -169,9 +169,13 @@ def start_record(pid: int, trace: str, extra: Sequence[str] = ()) -> subprocess.
     return rec
 
 
-def start_top(pid: int, interval_s: float = 0.3, extra: Sequence[str] = ()) -> subprocess.Popen[str]:
+def start_top(
+    pid: int, interval_s: float = 0.3, extra: Sequence[str] = (), command: Sequence[str] = ()
+) -> subprocess.Popen[str]:
+    """COMMAND: what runs mysqlio (default: this Python's `-m mysqlio`)."""
+    mysqlio = list(command) or [sys.executable, "-m", "mysqlio"]
     return subprocess.Popen(
-        [sys.executable, "-m", "mysqlio", "top", "-p", str(pid), "--json", "-i", str(interval_s), *extra],
+        [*mysqlio, "top", "-p", str(pid), "--json", "-i", str(interval_s), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

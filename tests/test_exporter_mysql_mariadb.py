@@ -101,7 +101,8 @@ def test_one_exporter_two_servers_each_exact_by_kind(
         assert exporter.stderr is not None
         ready, _, _ = select.select([exporter.stderr], [], [], 60)
         assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
-        labels = {db.pid: db.datadir for db, _ in servers}
+        # `server`: the datadir as each server names it (in its root), not the path here
+        labels = {db.pid: db.server_path(db.datadir) for db, _ in servers}
 
         def both_traced() -> bool:
             up = {lab.get("server"): v for lab, v in scrape(port).samples.get("mysqlio_target_up", [])}
@@ -153,5 +154,5 @@ def test_one_exporter_two_servers_each_exact_by_kind(
         assert not [
             lab["path"]
             for lab, _ in m2.samples.get("mysqlio_file_write_bytes_total", [])
-            if lab["path"].startswith(label + "/") and lab.get("server") == other
+            if lab["path"].startswith(db.datadir + "/") and lab.get("server") == other
         ]

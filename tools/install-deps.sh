@@ -10,15 +10,17 @@ set -eu
 # qemu-system-x86, kmod (depmod) and busybox-static: virtme-ng (in .venv) boots Debian's
 # stock kernels under emulation for the kernel matrix (tools/kernels.py, tools/guest.py);
 # e2fsprogs makes the matrix's scratch ext4 inside the guest (tools/matrix_guest.py).
+# zstd: Debian 13's and newer amd64 kernel images are zstd-compressed (tools/arch_btf.py reads their BTF).
 # prometheus: its promtool checks and unit-tests the shipped rules (contrib/prometheus).
+# crun: an OCI runtime, runs tests/test_containers.py's two MariaDB "pods" from bundles.
 # udev is deliberately not in the list: in such a guest its coldplug loads every driver and
 # triples the boot time; tools/guest.py does not need it.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
 libaio-dev liburing-dev mariadb-server mariadb-client sysbench
 python3 python3-venv strace percona-toolkit lsof tmux bpftrace util-linux
 systemtap linux-headers-$(dpkg --print-architecture)
-qemu-system-x86 kmod busybox-static
-debootstrap prometheus"
+qemu-system-x86 kmod busybox-static zstd
+debootstrap prometheus crun"
 
 missing=""
 for pkg in $PACKAGES; do

@@ -45,6 +45,7 @@ from .errors import TargetGone, UserError
 from .follow import trace_following
 from .kinds import KINDS
 from .latency import SUB, Histogram
+from .layout import to_server_path
 from .model import WRITEBACK_CAUSES, Counts, Interval
 from .sampling import IntervalSampler, StopFlag, run_loop
 from .session import choose_target, open_session
@@ -99,6 +100,10 @@ class ExporterState:
         self.backend = backend
         self.follow = follow
         self.target = _Target(pid)
+        # exporter --all: a file of a server in its own root mount (a container) exported
+        # under the server's name for it, not under /proc/PID/root (a new pid at each restart)
+        self.server_paths = False
+        self._root = ""  # the traced process's root as a path here (layout.host_root)
         self._lock = threading.Lock()
         self._kinds: dict[str, Counts] = {kind: Counts() for kind in KINDS}
         # (path, kind, region): region "" but for ibdata1's regions (model.FileActivity.region)
@@ -115,6 +120,10 @@ class ExporterState:
     # ---- fed by the sampling loop
 
     def add(self, interval: Interval) -> None:
+        root = self._root
+        if self.server_paths and root.startswith("/proc/"):
+            for activity in interval.files:
+                activity.path = to_server_path(activity.path, root)
         trains = self._bursts.feed(interval)  # outside the lock: the tracker is ours alone
         with self._lock:
             now = interval.time
@@ -150,8 +159,9 @@ class ExporterState:
             self._trains = trains[: self.top_files]
             self._last_sample = now
 
-    def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None) -> None:
+    def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None, root: str = "") -> None:
         with self._lock:
+            self._root = root
             self.target.pid, self.target.process, self.target.datadir = pid, process, datadir or ""
             self.target.server_version = server_version or ""
             self.target.up = True
@@ -401,7 +411,8 @@ def serve_metrics(listen: tuple[str, int], registry: CollectorRegistry) -> tuple
 def trace_into(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str) -> int:
     """Feed the state from one process until stopped (0) or the process exits (TargetGone)."""
     with open_session(args.backend, pid, stop=stop.event) as session:
-        state.attached(pid, session.process, session.layout.datadir, session.layout.version)
+        layout = session.layout
+        state.attached(pid, session.process, layout.datadir, layout.version, layout.root)
         print(f"mysqlio: exporting pid {pid} ({session.process}) on {url}", file=sys.stderr, flush=True)
         return run_loop(IntervalSampler(session), _StateSink(state, stop.event), stop, args.interval)
 

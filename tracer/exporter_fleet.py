@@ -3,13 +3,16 @@
 Each server gets the single-server exporter's own pieces: an `ExporterState` fed by a
 session of its own (one probe per server: the probe filters on one thread group), run
 in a thread by `follow.trace_following`, so a server that restarts is traced again
-and its counters go on. `FleetScanner` looks for servers every SCAN_S seconds and
-starts a tracer for each server identity (name + datadir) it has not seen; a server
-that starts after the exporter is picked up at the next scan.
+and its counters go on. `scan` looks for servers every SCAN_S seconds and starts a
+tracer for each server identity (name + datadir + container, `follow.ServerIdentity`)
+it has not seen; a server that starts after the exporter is picked up at the next scan.
 
-Series are told apart by the label `server` (the datadir, else "pid N"), added to
-every sample at scrape time; the pid is not a label of the counters (a restart would
-restart every series) but the value of `mysqlio_target_pid{server}`.
+Series are told apart by the labels `server` (the datadir as the server names it, else
+"pid N") and `namespace`, `pod`, `container` (its Kubernetes names, "" on the host),
+added to every sample at scrape time; the pid is not a label of the counters (a restart
+would restart every series) but the value of `mysqlio_target_pid{server}`. Two servers
+still alike in all of these (same datadir, no container names: two `unshare --mount`
+sandboxes) are told apart by their mount namespace, in `server`, with a warning.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ SCAN_S = 2.0  # how often the process table is scanned for servers not yet trace
 DATADIR_GRACE_S = 10.0  # a server names its datadir (chdir) once started; until then wait
 
 
+LABELS = ("server", "namespace", "pod", "container")  # added to every sample of a server
+_Key = tuple[str, str | tuple[str, ...], tuple[str, ...], int]
+
+
 def server_label(identity: ServerIdentity, pid: int) -> str:
     return identity.datadir or f"pid {pid}"
 
@@ -45,8 +52,16 @@ class _Traced:
     def __init__(self, identity: ServerIdentity, label: str, state: ExporterState) -> None:
         self.identity = identity
         self.label = label
+        c = identity.container
+        self.labels = {"server": label, "namespace": c.namespace, "pod": c.pod, "container": c.container}
         self.state = state
         self.thread: threading.Thread | None = None
+
+    def tracing(self) -> int | None:
+        """The pid traced now, while the thread runs and that process is up."""
+        if self.thread is None or not self.thread.is_alive() or not self.state.target.up:
+            return None
+        return self.state.target.pid
 
 
 class Fleet:
@@ -57,22 +72,42 @@ class Fleet:
         self._stop = stop
         self._url = url
         self._lock = threading.Lock()
-        self._servers: dict[tuple[str, str | tuple[str, ...]], _Traced] = {}
+        # by identity; the last member is the mount namespace of a server that collided
+        # with one traced already (0 for all others)
+        self._servers: dict[_Key, _Traced] = {}
 
     def servers(self) -> list[_Traced]:
         with self._lock:
-            return sorted(self._servers.values(), key=lambda s: s.label)
+            return sorted(self._servers.values(), key=lambda s: tuple(s.labels.values()))
 
     def traced_pids(self) -> set[int]:
         return {s.state.target.pid for s in self.servers() if s.thread is not None and s.thread.is_alive()}
 
     def add(self, pid: int, identity: ServerIdentity) -> None:
-        key = (identity.name, identity.datadir or identity.cmdline)
+        key: _Key = (identity.name, identity.datadir or identity.cmdline, identity.place, 0)
+        label = server_label(identity, pid)
         with self._lock:
-            if key in self._servers:
-                return  # its thread follows it across restarts (or it failed: not retried)
+            known = self._servers.get(key)
+            if known is not None:
+                tracing = known.tracing()
+                if tracing is None or tracing == pid or not _alive(tracing):
+                    return  # its thread follows it across restarts (or it failed: not retried)
+                if any(k[:3] == key[:3] and s.tracing() is None for k, s in self._servers.items()):
+                    return  # one of them is waiting for its restart: this may be it
+                # a second live server of the same identity: another mount namespace
+                mnt = identity.container.mnt_ns
+                key, label = (*key[:3], mnt), f"{label} (mnt:[{mnt}])"
+                if key in self._servers:
+                    return
+                print(
+                    f"mysqlio: warning: pid {pid} and pid {tracing} are both {identity.describe()}; "
+                    f"pid {pid}'s series are labelled server={label!r}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             state = ExporterState(self._args.top_files, self._args.interval, self._args.backend, True, pid)
-            traced = self._servers[key] = _Traced(identity, server_label(identity, pid), state)
+            state.server_paths = True  # file paths without /proc/PID/root: the same after a restart
+            traced = self._servers[key] = _Traced(identity, label, state)
         traced.thread = threading.Thread(
             target=self._run, args=(traced, pid), name=f"mysqlio-exporter-{pid}", daemon=True
         )
@@ -89,7 +124,14 @@ class Fleet:
                 raise
 
         try:
-            trace_following(pid, True, self._stop.event, trace_once, lambda _old, _new: state.restarted())
+            trace_following(
+                pid,
+                True,
+                self._stop.event,
+                trace_once,
+                lambda _old, _new: state.restarted(),
+                taken=lambda: self.traced_pids() - {state.target.pid},
+            )
         except (UserError, TargetGone, OSError) as exc:
             # one server that cannot be traced (its probe refused, gone before attach)
             # does not stop the others: said once, and its target_up stays 0
@@ -132,7 +174,7 @@ class FleetCollector:
                 if out is None:
                     out = merged[family.name] = Metric(family.name, family.documentation, family.type)
                 for sample in family.samples:
-                    out.samples.append(sample._replace(labels={**sample.labels, "server": traced.label}))
+                    out.samples.append(sample._replace(labels={**sample.labels, **traced.labels}))
         yield from merged.values()
         yield GaugeMetricFamily(
             "mysqlio_servers", "Servers (mysqld / mariadbd) this exporter knows of", value=len(servers)
@@ -160,6 +202,13 @@ def run_fleet(args: argparse.Namespace) -> int:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _any_server_or_self() -> int:

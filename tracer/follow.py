@@ -1,5 +1,6 @@
 """Follow a server across restarts: when the traced mysqld exits, find the next
-process that is "the same server" (same name, same datadir) and return its pid.
+process that is "the same server" (same name, same datadir, same container) and
+return its pid.
 
 Used by `exporter` (always, unless --no-follow) and by `top --follow` /
 `record --follow`; it knows nothing of probes or output.
@@ -12,13 +13,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
 from . import target
+from .container_identity import ContainerIdentity, container_identity
 from .errors import TargetGone
-from .layout import read_layout
+from .layout import read_layout, to_server_path
 
 POLL_S = 0.5  # how often /proc is scanned while waiting for the next server
 
@@ -26,17 +28,26 @@ POLL_S = 0.5  # how often /proc is scanned while waiting for the next server
 @dataclass(frozen=True)
 class ServerIdentity:
     """What makes two processes the same server. The datadir when the layout knows it
-    (mysqld / mariadbd); otherwise, for any other process, its exact command line."""
+    (mysqld / mariadbd), as the server names it (in a container: its own path, not one
+    through /proc/PID/root, which changes with the pid); otherwise, for any other process,
+    its exact command line. And where it runs (`place`): its container's names, else its
+    container id (ContainerIdentity.key), else the root directory it is chrooted to; ()
+    on the host. The mount namespace is not part of it: a server's is new at every start
+    under systemd's PrivateTmp and the like (exporter_fleet uses it only to tell apart
+    two servers that are otherwise the same)."""
 
     name: str
     datadir: str | None
     cmdline: tuple[str, ...]
+    place: tuple[str, ...] = ()
+    container: ContainerIdentity = field(default_factory=ContainerIdentity, compare=False)
 
     def describe(self) -> str:
+        where = f" in {self.container.describe()}" if self.container.in_container else ""
         if self.datadir:
-            return f"{self.name} with datadir {self.datadir}"
+            return f"{self.name} with datadir {self.datadir}{where}"
         command = " ".join(self.cmdline)
-        return f"{self.name} started as {command if len(command) <= 80 else command[:79] + '…'!r}"
+        return f"{self.name} started as {command if len(command) <= 80 else command[:79] + '…'!r}{where}"
 
 
 def identity_of(pid: int) -> ServerIdentity | None:
@@ -50,28 +61,36 @@ def identity_of(pid: int) -> ServerIdentity | None:
         return None
     # a server only chdir()s to its datadir once it has started: until then the
     # layout names the launcher's cwd, so a fresh server may match only a poll later
-    datadir = read_layout(pid).datadir
-    return ServerIdentity(name, os.path.normpath(datadir) if datadir else None, cmdline)
+    layout = read_layout(pid)
+    datadir = to_server_path(os.path.normpath(layout.datadir), layout.root) if layout.datadir else None
+    container = container_identity(pid)
+    place = container.key()
+    if not place and layout.root and not layout.root.startswith("/proc/"):
+        place = ("root", layout.root)  # chrooted here: its directory stays across restarts
+    return ServerIdentity(name, datadir, cmdline, place, container)
 
 
 class ServerFollower:
     """Remembers the traced server and finds it again after it restarted.
 
-    `pid` is the process traced now; `wait_for_restart` moves it to the next one."""
+    `pid` is the process traced now; `wait_for_restart` moves it to the next one.
+    `taken` (exporter --all): pids traced by others, never taken for a restart of this one
+    (another server of the same identity, told apart by its mount namespace)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, taken: Callable[[], set[int]] | None = None) -> None:
         identity = identity_of(pid)
         if identity is None:
             raise ProcessLookupError(f"process {pid} is not running")
         self.identity = identity
         self.pid = pid
         self._started = _create_time(pid)
+        self._taken = taken
 
     def _matches(self, pid: int) -> bool:
         if pid == self.pid and _create_time(pid) == self._started:
             return False  # the process we traced, still there (or a zombie not yet reaped)
         found = identity_of(pid)
-        if found is None or found.name != self.identity.name:
+        if found is None or found.name != self.identity.name or found.place != self.identity.place:
             return False
         if self.identity.datadir is not None:
             return found.datadir == self.identity.datadir
@@ -80,8 +99,9 @@ class ServerFollower:
     def find_restarted(self) -> int | None:
         """The newest running process that is the same server (not the one traced), if any."""
         candidates: list[tuple[float, int]] = []
+        taken = self._taken() if self._taken is not None else set()
         for proc in psutil.process_iter(["name", "create_time"]):
-            if proc.info["name"] != self.identity.name:
+            if proc.info["name"] != self.identity.name or proc.pid in taken:
                 continue  # cheap filter before reading the layout
             if self._matches(proc.pid):
                 candidates.append((proc.info["create_time"] or 0.0, proc.pid))
@@ -114,12 +134,13 @@ def trace_following(
     stop: threading.Event,
     trace_once: Callable[[int], int],
     on_restart: Callable[[int, int], None] | None = None,
+    taken: Callable[[], set[int]] | None = None,
 ) -> int:
     """Run trace_once(pid) until it returns; when it raises TargetGone and `follow`
-    is on, wait for the server to come back and trace the new process. Returns
-    trace_once's exit code, or 0 when stopped while waiting."""
+    is on, wait for the server to come back and trace the new process (never one of
+    `taken`'s pids). Returns trace_once's exit code, or 0 when stopped while waiting."""
     try:
-        follower = ServerFollower(pid) if follow else None
+        follower = ServerFollower(pid, taken) if follow else None
     except ProcessLookupError:
         raise TargetGone(f"process {pid} has exited") from None
     while True:

@@ -36,9 +36,15 @@ def write_whole(out: TextIO, text: str) -> None:
 
 
 def write_json(
-    interval: Interval, out: TextIO, bursts: list[dict[str, Any]] | None = None, notes: list[str] | None = None
+    interval: Interval,
+    out: TextIO,
+    bursts: list[dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
+    container: dict[str, Any] | None = None,
 ) -> None:
     obj = interval.to_json()
+    if container:
+        obj["container"] = container  # the server's container (container_identity.ContainerIdentity.to_json)
     if bursts is not None:
         obj["bursts"] = bursts  # the periodic bursts active now (mysqlio.bursts.Train.to_json)
     if notes:

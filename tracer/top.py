@@ -11,6 +11,7 @@ from rich.console import Console
 
 from . import mapped_files
 from .bursts.live import BurstTracker
+from .container_identity import container_identity
 from .filters import Filters
 from .follow import trace_following
 from .live import LiveScreen, cbreak, render_totals
@@ -58,6 +59,7 @@ class StreamSink:
         self.page_cache = False  # the probe counts the page cache: its columns and the devices in text
         self.group = "file"  # user, connection, query: a block of rows per group after the files
         self.threads: Any = None  # a live_threads.LiveThreads (--mysql): its warning, once
+        self.container: dict[str, Any] | None = None  # the server's container, in each JSON line
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
@@ -67,7 +69,7 @@ class StreamSink:
             self.notes.append(warning)
         trains = self._bursts.feed(interval)
         if self._json:
-            write_json(interval, self._out, [t.to_json() for t in trains], self.notes)
+            write_json(interval, self._out, [t.to_json() for t in trains], self.notes, self.container)
             return
         write_text(interval, self._out, self._latency, self.page_cache)
         if self.group in SERVER_GROUPS:
@@ -106,6 +108,9 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             options.backend, pid, stop=stop.event, timed=state.latency, connections=threads is not None
         ) as session:
             datadir[0] = session.layout.datadir
+            container = container_identity(pid)  # read again after a restart: a new container id
+            sink.container = container.to_json() if container.in_container else None
+            where = f" in {container.describe()}" if container.in_container else ""
             sampler = IntervalSampler(session, options.fold_partitions, options.fold_regions)
             sampler.status = status
             sampler.threads = threads
@@ -117,7 +122,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             # tracepoints name no request)
             sink.notes = [n for n in (note, *session.probe.uncounted(), *region_notes(session)) if n]
             if options.output != "live":
-                print(f"mysqlio: tracing pid {pid} ({session.process}), Ctrl-C to stop", file=sys.stderr)
+                print(f"mysqlio: tracing pid {pid} ({session.process}{where}), Ctrl-C to stop", file=sys.stderr)
                 for limit in sink.notes:
                     print(f"mysqlio: note: {limit}", file=sys.stderr)
                 return run_loop(sampler, sink, stop, options.interval_s, options.count, emitted)
@@ -126,7 +131,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
                 if page_cache[0]
                 else " (redo log memory-mapped: not counted)"
             )
-            server = session.server() + (mapped if note else "")
+            server = session.server() + where + (mapped if note else "")
             screen = LiveScreen(state, pid, server, session.layout.datadir, console, page_cache[0])
             screen.sampler = sampler
             screen.probe = session.probe

@@ -1,0 +1,373 @@
+"""Two pods, one server each, traced by one `exporter --all` (issue 58).
+
+Two MariaDB 11.8 servers run by crun (a real OCI runtime) from bundles written here,
+shaped like two pods of one Kubernetes namespace: the same Debian root, each with its own
+host directory bind-mounted at /var/lib/mysql (so both name their datadir
+/var/lib/mysql/data), cgroups at kubelet's cgroupfs-driver paths, containerd's CRI
+annotations. `container_identity` names each from files only; the exporter keeps them
+apart by their pod labels, each server's bytes written per file equal to its own
+performance_schema over a window quiet at both edges (test_exporter_mysql_mariadb.py's
+method, per file); one is restarted in a new container (new id, same pod) and its series
+go on, the bytes written after the restart exact again.
+
+Two servers alike in everything but their mount namespace (iogen named mariadbd, each in
+`unshare --mount` with its own directory at the same datadir) get two sets of series, the
+second's `server` naming its mount namespace, with one warning.
+
+MariaDB 11.8 does not instrument its redo log in performance_schema: ib_logfile0 is not
+compared. The cgroup shapes of the other runtimes (systemd driver, docker, podman, CRI-O)
+are checked on their path strings: no such runtime runs here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from test_mysql import Instances, _delta, _quiet
+
+from mysqlio.container_identity import container_identity, from_cgroup, from_cgroup_path
+from mysqlio.devtools.crun_mariadb import CrunMariaDB, Pod
+from mysqlio.devtools.mariadb import MariaDBOptions
+from mysqlio.devtools.processes import find_binary
+from mysqlio.devtools.scrape import EXPORTER_INTERVAL_S, Metrics, free_port, scrape, wait_for
+from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import read_json_line
+from mysqlio.follow import identity_of
+
+NAMESPACE = "mysqlio-test"
+PODS = ("mariadb-0", "mariadb-1")
+LOAD_S = 1
+TOLERANCE = 0.01  # per file, relative; never loosen
+MIN_BYTES = 64 << 10  # files compared: more than this written in the window
+QUIET = {"innodb_stats_auto_recalc": "OFF"}
+DATADIR = "/var/lib/mysql/data"  # as each server names it
+# every file of both servers exported (the default 20 would drop some when the restarted
+# server reads its system tables)
+EXPORTER = (sys.executable, "-m", "mysqlio", "exporter", "--all", "--top-files", "200")
+
+IOGEN = ("--scenario", "write", "--scenario", "sync")
+Served = tuple[CrunMariaDB, Sysbench]
+
+
+def test_cgroup_shapes() -> None:
+    """Each runtime's cgroup path: (runtime, container id, pod UID). The ids and UIDs are
+    built here; what is checked is where each shape puts them."""
+    cid, uid = os.urandom(32).hex(), "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+    systemd_uid = uid.replace("-", "_")
+    shapes = {
+        f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{systemd_uid}.slice/cri-containerd-{cid}.scope": (
+            "containerd",
+            cid,
+            uid,
+        ),
+        f"/kubepods.slice/kubepods-pod{systemd_uid}.slice/crio-{cid}.scope": ("cri-o", cid, uid),
+        f"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{systemd_uid}.slice/docker-{cid}.scope": (
+            "docker",
+            cid,
+            uid,
+        ),
+        f"/kubepods/burstable/pod{uid}/{cid}": ("", cid, uid),
+        f"/kubepods/pod{uid}/{cid}": ("", cid, uid),
+        f"/system.slice/docker-{cid}.scope": ("docker", cid, ""),
+        f"/docker/{cid}": ("docker", cid, ""),
+        f"/machine.slice/libpod-{cid}.scope": ("podman", cid, ""),
+        # CRI-O's monitor, a user session, the root: no container
+        f"/kubepods.slice/kubepods-pod{systemd_uid}.slice/crio-conmon-{cid}.scope": ("", "", ""),
+        "/user.slice/user-1000.slice/session-3.scope": ("", "", ""),
+        "/": ("", "", ""),
+    }
+    assert {path: from_cgroup_path(path) for path in shapes} == shapes
+    # a cgroup v1 file: the first hierarchy whose path names a container
+    v1 = f"12:pids:/kubepods/besteffort/pod{uid}/{cid}\n1:name=systemd:/\n0::/\n"
+    assert from_cgroup(v1) == ("", cid, uid)
+
+
+def _sandboxed(mariadbd: Path, host_dir: Path, datadir: Path) -> subprocess.Popen[str]:
+    """iogen named mariadbd in a mount namespace of its own where host_dir is mounted at
+    datadir, its cwd (its datadir to the layout): no container, the same datadir as any
+    other such sandbox."""
+    script = 'mount --bind "$1" "$2" && cd "$2" && d=$2 b=$3 && shift 3 && exec "$b" --dir "$d" --wait "$@"'
+    proc = subprocess.Popen(
+        [find_binary("unshare"), "--mount", "sh", "-c", script, "sh", *map(str, (host_dir, datadir, mariadbd)), *IOGEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert read_json_line(proc.stdout, 10, "sandboxed iogen").get("ready") is True
+    return proc
+
+
+@pytest.mark.bpf
+def test_two_sandboxes_alike_are_told_apart_by_mount_namespace(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
+    """Two servers with the same name and datadir, in no container, each in its own mount
+    namespace: two series sets, the second found labelled with its mount namespace, said
+    in a warning; each one's bytes written per file are its own (iogen's ground truth)."""
+    root = Path(os.path.realpath(tmp_path))
+    mariadbd, datadir = root / "bin" / "mariadbd", root / "data"
+    mariadbd.parent.mkdir()
+    shutil.copy(iogen, mariadbd)
+    datadir.mkdir()
+    hosts = [root / "host-a", root / "host-b"]
+    for d in hosts:
+        d.mkdir()
+    port = free_port()
+    exporter = subprocess.Popen(
+        [*EXPORTER, "-i", str(EXPORTER_INTERVAL_S), "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        assert exporter.stderr is not None
+        ready, _, _ = select.select([exporter.stderr], [], [], 60)
+        assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
+        procs = [_sandboxed(mariadbd, d, datadir) for d in hosts]
+        mnt = {p.pid: os.stat(f"/proc/{p.pid}/ns/mnt").st_ino for p in procs}
+        assert len(set(mnt.values())) == 2
+
+        def labels_by_pid() -> dict[int, str]:
+            """The sandboxes traced (attached: up), by pid."""
+            m = scrape(port)
+            up = {lab["server"] for lab, v in m.samples.get("mysqlio_target_up", []) if v == 1}
+            return {
+                int(v): lab["server"]
+                for lab, v in m.samples.get("mysqlio_target_pid", [])
+                if lab["server"].startswith(str(datadir)) and lab["server"] in up
+            }
+
+        wait_for("both sandboxes traced", lambda: set(labels_by_pid()) == set(mnt), timeout_s=60)
+        labels = labels_by_pid()
+        # one keeps the datadir; the other (whichever the scan found second) has its namespace
+        assert sorted(labels.values()) == sorted(
+            [str(datadir), f"{datadir} (mnt:[{mnt[next(p for p in mnt if labels[p] != str(datadir))]}])"]
+        ), labels
+        expected = {}
+        for proc, host in zip(procs, hosts, strict=True):
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            truth = read_json_line(proc.stdout, 30, "iogen run")["files"]
+            assert truth and all(f["path"].startswith(f"{datadir}/") for f in truth), truth
+            expected[labels[proc.pid]] = {f["path"]: f["write_bytes"] for f in truth if f["write_bytes"]}
+            assert any(host.iterdir())  # its files went to its own host directory
+        t = time.time()
+        for label in labels.values():
+            wait_for(
+                "a sample after the runs",
+                lambda label=label: scrape(port).value("mysqlio_last_sample_timestamp_seconds", server=label) > t,
+            )
+        time.sleep(2 * EXPORTER_INTERVAL_S)
+        m = scrape(port)
+        for label, truth in expected.items():
+            assert m.by_path("mysqlio_file_write_bytes_total", server=label) == truth, label
+        exporter.send_signal(signal.SIGTERM)
+        _, err = exporter.communicate(timeout=30)
+        assert exporter.returncode == 0 and "Traceback" not in err, err
+        assert err.count(" are both mariadbd with datadir ") == 1, err
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if exporter.poll() is None:
+            exporter.kill()
+            exporter.wait()
+
+
+@pytest.fixture(scope="module")
+def pods(server_roots: dict[str, str]) -> Iterator[list[Served]]:
+    try:
+        find_binary("crun")
+    except Exception as exc:  # fail, never skip: make setup installs crun
+        pytest.fail(f"crun is not installed (make setup): {exc}")
+    with contextlib.ExitStack() as stack:
+        out = []
+        for i, name in enumerate(PODS):
+            db = CrunMariaDB(server_roots["trixie"], Pod(NAMESPACE, name), MariaDBOptions(extra=QUIET))
+            stack.enter_context(db)
+            # different loads: one pod's bytes under the other's labels would not match
+            bench = Sysbench(db, tables=1, table_size=2000 * (i + 1), threads=1)
+            stack.callback(bench.stop)
+            bench.prepare()
+            out.append((db, bench))
+        yield out
+
+
+@pytest.mark.mariadb
+def test_container_identity_from_files(pods: list[Served]) -> None:
+    ours = container_identity("self")  # (the test may itself run in a container: not asserted)
+    assert ours.mnt_ns == os.stat("/proc/self/ns/mnt").st_ino
+    seen = []
+    for db, _ in pods:
+        found = container_identity(db.pid)
+        assert (found.runtime, found.container_id, found.pod_uid) == ("crun", db.container_id, db.pod.uid)
+        assert (found.namespace, found.pod, found.container) == (NAMESPACE, db.pod.name, db.pod.container)
+        assert found.describe() == f"k8s {NAMESPACE}/{db.pod.name}/{db.pod.container}"
+        # its own mount and pid namespaces (as /proc says), our network namespace (none asked)
+        for kind in ("mnt", "pid", "net"):
+            assert getattr(found, f"{kind}_ns") == os.stat(f"/proc/{db.pid}/ns/{kind}").st_ino
+        assert found.mnt_ns != ours.mnt_ns and found.pid_ns != ours.pid_ns and found.net_ns == ours.net_ns
+        identity = identity_of(db.pid)
+        assert identity is not None and identity.datadir == DATADIR, identity
+        assert identity.place == ("k8s", NAMESPACE, db.pod.name, db.pod.container)
+        seen.append(identity)
+    assert seen[0] != seen[1] and seen[0].container.mnt_ns != seen[1].container.mnt_ns
+
+
+def _server_instances(db: CrunMariaDB, instances: Instances) -> Instances:
+    """performance_schema's rows under the server's own paths (as the exporter's labels)."""
+    return {
+        key: (os.path.normpath(os.path.join(DATADIR, db.server_path(path))), b, n)
+        for key, (path, b, n) in instances.items()
+    }
+
+
+def _labels(db: CrunMariaDB) -> dict[str, str]:
+    return {"server": DATADIR, "namespace": NAMESPACE, "pod": db.pod.name, "container": db.pod.container}
+
+
+def _stamp(port: int, db: CrunMariaDB) -> float:
+    return scrape(port).value("mysqlio_last_sample_timestamp_seconds", **_labels(db))
+
+
+def _sampled_after(port: int, dbs: list[CrunMariaDB], t: float) -> Metrics:
+    """A scrape holding everything each server did before time t (see
+    test_exporter_mysql_mariadb._sampled_after)."""
+    for db in dbs:
+        wait_for("a sample after t", lambda db=db: _stamp(port, db) > t)
+        first = _stamp(port, db)
+        wait_for("the next sample", lambda db=db, first=first: _stamp(port, db) > first)
+    return scrape(port)
+
+
+def _quiet_all(dbs: list[CrunMariaDB]) -> dict[str, Instances]:
+    """test_mysql._quiet of every server, side by side (each waits a second of silence)."""
+    with ThreadPoolExecutor(len(dbs)) as pool:
+        return dict(zip([db.pod.name for db in dbs], pool.map(_quiet, dbs), strict=True))
+
+
+def _window(port: int, pods: list[Served]) -> dict[str, tuple[dict[str, int], dict[str, float]]]:
+    """A window quiet at both edges with sysbench in it: per pod, (performance_schema's
+    bytes written per file, the exporter's) over the window."""
+    dbs = [db for db, _ in pods]
+    before = _quiet_all(dbs)
+    m1 = _sampled_after(port, dbs, time.time())
+    for _, bench in pods:
+        bench.start(LOAD_S)
+    for _, bench in pods:
+        bench.wait(timeout_s=LOAD_S + 60)
+    after = _quiet_all(dbs)
+    m2 = _sampled_after(port, dbs, time.time())
+    out = {}
+    for db in dbs:
+        name = db.pod.name
+        assert m2.value("mysqlio_lost_events_total", **_labels(db)) == 0
+        pfs: dict[str, int] = {}
+        for path, wbytes, _ in _delta(_server_instances(db, before[name]), _server_instances(db, after[name])).values():
+            pfs[path] = pfs.get(path, 0) + wbytes
+        start = m1.by_path("mysqlio_file_write_bytes_total", **_labels(db))
+        end = m2.by_path("mysqlio_file_write_bytes_total", **_labels(db))
+        out[name] = (pfs, {p: v - start.get(p, 0) for p, v in end.items() if v - start.get(p, 0)})
+    return out
+
+
+def _assert_exact(
+    window: dict[str, tuple[dict[str, int], dict[str, float]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, (pfs, exported) in window.items():
+        compared = {p: w for p, w in pfs.items() if w > MIN_BYTES}
+        with capsys.disabled():
+            print(f"\n{name}: write bytes per file, performance_schema / exporter")
+            for path in sorted(pfs.keys() | exported.keys()):
+                print(f"  {path:48} {pfs.get(path, 0):>12} {int(exported.get(path, 0)):>12}")
+        assert any(p.endswith("/sbtest1.ibd") for p in compared) and any("mysql-bin." in p for p in compared), compared
+        assert all(p.startswith(DATADIR + "/") for p in exported), exported  # no /proc/PID/root
+        off = {p: (w, exported.get(p, 0)) for p, w in compared.items() if abs(exported.get(p, 0) - w) > TOLERANCE * w}
+        assert not off, f"{name}: bytes per file off by more than {TOLERANCE:.0%} (pfs, exporter): {off}"
+
+
+@pytest.mark.bpf
+@pytest.mark.mariadb
+def test_exporter_keeps_two_pods_apart_and_follows_a_restart(
+    bpf_ready: None, pods: list[Served], capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    exporter = subprocess.Popen(
+        [*EXPORTER, "-i", str(EXPORTER_INTERVAL_S), "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert exporter.stderr is not None
+        ready, _, _ = select.select([exporter.stderr], [], [], 60)
+        assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
+
+        def traced(db: CrunMariaDB) -> bool:
+            up = [
+                v for lab, v in scrape(port).samples.get("mysqlio_target_pid", []) if lab.items() >= _labels(db).items()
+            ]
+            return up == [db.pid]
+
+        wait_for("both pods traced", lambda: all(traced(db) for db, _ in pods), timeout_s=60)
+        _assert_exact(_window(port, pods), capsys)
+
+        # kubelet restarts the second pod's container: a new container id and pid, same names
+        db = pods[1][0]
+        old_pid, old_id = db.pid, db.container_id
+        before = scrape(port).by_path("mysqlio_file_write_bytes_total", **_labels(db))
+        db.restart()
+        assert (db.pid, db.container_id) != (old_pid, old_id) and container_identity(
+            db.pid
+        ).container_id == db.container_id
+        wait_for("the restarted pod traced", lambda: traced(db), timeout_s=60)
+        m = scrape(port)
+        assert m.value("mysqlio_target_restarts_total", **_labels(db)) == 1
+        assert m.value("mysqlio_target_up", **_labels(db)) == 1
+        # the same series (labels), not restarted from 0
+        after = m.by_path("mysqlio_file_write_bytes_total", **_labels(db))
+        assert before and all(after.get(path, 0) >= value for path, value in before.items()), (before, after)
+        _assert_exact(_window(port, pods[1:]), capsys)  # its bytes since, exact under the same labels
+
+        exporter.send_signal(signal.SIGTERM)
+        _, err = exporter.communicate(timeout=30)
+        assert exporter.returncode == 0 and "Traceback" not in err, err
+        assert " are both " not in err, err  # told apart by their pods, not by a mount namespace
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+            exporter.wait()
+
+
+@pytest.mark.bpf
+@pytest.mark.mariadb
+def test_top_names_the_container(bpf_ready: None, pods: list[Served]) -> None:
+    """`top --json` carries the container (its identity as read here), the line that
+    starts tracing names the pod."""
+    db = pods[0][0]
+    res = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "top", "-p", str(db.pid), "--json", "-n", "1", "-i", "0.3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    line = json.loads(res.stdout.splitlines()[0])
+    assert line["pid"] == db.pid and line["container"] == container_identity(db.pid).to_json()
+    assert line["container"]["id"] == db.container_id and line["container"]["pod"] == db.pod.name
+    assert f"(mariadbd in k8s {NAMESPACE}/{db.pod.name}/{db.pod.container})" in res.stderr, res.stderr

@@ -3,7 +3,7 @@
 While a task is inside a bpf() map call (lookup, update, delete, batch), the kernel holds its
 CPU's bpf_prog_active (bpf_disable_instrumentation), and trace_call_bpf() skips every program
 on a perf tracepoint or kprobe of that CPU: the per-syscall tracepoints' programs among them,
-uncounted before Linux 6.7 (later, as the programs' recursion_misses). A call lasts
+uncounted on 6.1 (measured; newer kernels may count them as recursion_misses). A call lasts
 microseconds, but where the kernel itself can be preempted (PREEMPT_RT, full, lazy) the task
 can be switched out mid-call, migration disabled, and then every task the CPU runs meanwhile
 goes untraced. Measured on Debian 12's 6.1-rt under emulation and load (issue 57): the

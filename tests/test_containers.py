@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -43,7 +42,7 @@ from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.processes import find_binary
 from mysqlio.devtools.scrape import EXPORTER_INTERVAL_S, Metrics, free_port, scrape, wait_for
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import read_json_line
+from mysqlio.devtools.traced import read_json_line, start_fleet_exporter
 from mysqlio.follow import identity_of
 
 NAMESPACE = "mysqlio-test"
@@ -55,7 +54,7 @@ QUIET = {"innodb_stats_auto_recalc": "OFF"}
 DATADIR = "/var/lib/mysql/data"  # as each server names it
 # every file of both servers exported (the default 20 would drop some when the restarted
 # server reads its system tables)
-EXPORTER = (sys.executable, "-m", "mysqlio", "exporter", "--all", "--top-files", "200")
+EXPORTER_OPTIONS = ("--top-files", "200")
 
 IOGEN = ("--scenario", "write", "--scenario", "sync")
 Served = tuple[CrunMariaDB, Sysbench]
@@ -124,17 +123,9 @@ def test_two_sandboxes_alike_are_told_apart_by_mount_namespace(bpf_ready: None, 
     for d in hosts:
         d.mkdir()
     port = free_port()
-    exporter = subprocess.Popen(
-        [*EXPORTER, "-i", str(EXPORTER_INTERVAL_S), "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    exporter = start_fleet_exporter(port, EXPORTER_INTERVAL_S, EXPORTER_OPTIONS)
     procs: list[subprocess.Popen[str]] = []
     try:
-        assert exporter.stderr is not None
-        ready, _, _ = select.select([exporter.stderr], [], [], 60)
-        assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
         procs = [_sandboxed(mariadbd, d, datadir) for d in hosts]
         mnt = {p.pid: os.stat(f"/proc/{p.pid}/ns/mnt").st_ino for p in procs}
         assert len(set(mnt.values())) == 2
@@ -306,16 +297,8 @@ def test_exporter_keeps_two_pods_apart_and_follows_a_restart(
     bpf_ready: None, pods: list[Served], capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = free_port()
-    exporter = subprocess.Popen(
-        [*EXPORTER, "-i", str(EXPORTER_INTERVAL_S), "--listen", f"127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    exporter = start_fleet_exporter(port, EXPORTER_INTERVAL_S, EXPORTER_OPTIONS)
     try:
-        assert exporter.stderr is not None
-        ready, _, _ = select.select([exporter.stderr], [], [], 60)
-        assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
 
         def traced(db: CrunMariaDB) -> bool:
             up = [

@@ -11,10 +11,7 @@ redo is not compared; MySQL's is.
 from __future__ import annotations
 
 import contextlib
-import select
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -27,6 +24,7 @@ from mysqlio.devtools.rooted_mariadb import RootedMariaDB
 from mysqlio.devtools.rooted_mysql import RootedMySQL
 from mysqlio.devtools.scrape import EXPORTER_INTERVAL_S, Metrics, free_port, scrape, wait_for
 from mysqlio.devtools.sysbench import Sysbench
+from mysqlio.devtools.traced import start_fleet_exporter
 from mysqlio.layout import read_layout
 
 pytestmark = [pytest.mark.bpf, pytest.mark.mariadb]
@@ -81,26 +79,8 @@ def test_one_exporter_two_servers_each_exact_by_kind(
     bpf_ready: None, servers: list[tuple[Server, Sysbench]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = free_port()
-    exporter = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mysqlio",
-            "exporter",
-            "--all",
-            "-i",
-            str(EXPORTER_INTERVAL_S),
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    exporter = start_fleet_exporter(port, EXPORTER_INTERVAL_S)
     try:
-        assert exporter.stderr is not None
-        ready, _, _ = select.select([exporter.stderr], [], [], 60)
-        assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
         # `server`: the datadir as each server names it (in its root), not the path here
         labels = {db.pid: db.server_path(db.datadir) for db, _ in servers}
 

@@ -169,6 +169,29 @@ def start_record(pid: int, trace: str, extra: Sequence[str] = ()) -> subprocess.
     return rec
 
 
+MYSQLIO_CLI = (sys.executable, "-m", "mysqlio")
+
+
+def start_fleet_exporter(port: int, interval_s: float, extra: Sequence[str] = ()) -> subprocess.Popen[str]:
+    """`mysqlio exporter --all` on 127.0.0.1:port, once it says it exports (its stderr stays
+    piped for the caller; killed if it never says so)."""
+    exporter = subprocess.Popen(
+        [*MYSQLIO_CLI, "exporter", "--all", *extra, "-i", str(interval_s), "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert exporter.stderr is not None
+        ready, _, _ = select.select([exporter.stderr], [], [], 60)
+        assert ready and exporter.stderr.readline().startswith("mysqlio: exporting every mysqld / mariadbd")
+    except BaseException:
+        exporter.kill()
+        exporter.wait()
+        raise
+    return exporter
+
+
 def start_top(
     pid: int, interval_s: float = 0.3, extra: Sequence[str] = (), command: Sequence[str] = ()
 ) -> subprocess.Popen[str]:

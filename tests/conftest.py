@@ -59,3 +59,20 @@ def server_roots() -> dict[str, str]:
         pytest.fail(f"tools/server_roots.py failed:\n{res.stderr}")
     print(f"\nserver roots ready in {time.monotonic() - started:.1f}s")
     return dict(json.loads(res.stdout))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the SystemTap module builds of test_stap_live's kernels now, in the background
+    (about 10 min of compiles and root builds that would otherwise wait in its setup)."""
+    aliases = {
+        item.callspec.params["live"]
+        for item in session.items
+        if item.module is not None
+        and item.module.__name__ == "test_stap_live"
+        and hasattr(item, "callspec")
+        and "live" in item.callspec.params
+    }
+    if aliases and os.geteuid() == 0 and not session.config.option.collectonly:
+        next(i for i in session.items if i.module.__name__ == "test_stap_live").module.start_prebuilds(
+            tuple(sorted(aliases))
+        )

@@ -42,7 +42,7 @@ from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.processes import find_binary
 from mysqlio.devtools.scrape import EXPORTER_INTERVAL_S, Metrics, free_port, scrape, wait_for
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import read_json_line, start_fleet_exporter
+from mysqlio.devtools.traced import attached_line, read_json_line, report_json, start_fleet_exporter
 from mysqlio.follow import identity_of
 
 NAMESPACE = "mysqlio-test"
@@ -354,3 +354,95 @@ def test_top_names_the_container(bpf_ready: None, pods: list[Served]) -> None:
     assert line["pid"] == db.pid and line["container"] == container_identity(db.pid).to_json()
     assert line["container"]["id"] == db.container_id and line["container"]["pod"] == db.pod.name
     assert f"(mariadbd in k8s {NAMESPACE}/{db.pod.name}/{db.pod.container})" in res.stderr, res.stderr
+
+
+def _mysqlio(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mysqlio", *args], capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
+def _host_file(db: CrunMariaDB, path: str) -> str:
+    """Where a file the server names `path` (under its /var/lib/mysql) lies on the host."""
+    assert path.startswith(DATADIR + "/"), path  # the server's own name, no /proc/PID/root
+    return db.host_path(path)
+
+
+@pytest.mark.bpf
+@pytest.mark.mariadb
+def test_selectors_and_the_servers_own_paths(bpf_ready: None, pods: list[Served], tmp_path: Path) -> None:
+    """--pod and --container select the pod's server (top, record, exporter -p's single
+    mode, doctor) as -p does; every path shown is the server's own name for a file whose
+    host copy is the file traced; exporter -p carries the pod's labels as --all does."""
+    (db, bench), other = pods[1], pods[0][0]
+    cid, trace_file = db.container_id[:12], str(tmp_path / "t.trace")
+    port = free_port()
+    cli = [sys.executable, "-m", "mysqlio"]
+    exporter = subprocess.Popen(
+        [*cli, "exporter", "--container", cid, "-i", "0.5", "--listen", f"127.0.0.1:{port}", *EXPORTER_OPTIONS],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    top = subprocess.Popen(
+        [*cli, "top", "--pod", f"{NAMESPACE}/{db.pod.name}", "--json", "-n", "6", "-i", "0.5"], **pipes
+    )
+    record = subprocess.Popen([*cli, "record", "--container", db.container_id, "-d", "3", "-o", trace_file], **pipes)
+    try:
+        labels = {"namespace": NAMESPACE, "pod": db.pod.name, "container": db.pod.container}
+        for proc, said in (
+            (exporter, "mysqlio: exporting pid"),
+            (top, "mysqlio: tracing pid"),
+            (record, "mysqlio: recording pid"),
+        ):
+            assert proc.stderr is not None
+            line = attached_line(proc.stderr)
+            assert line.startswith(f"{said} {db.pid} "), line
+        assert scrape(port).value("mysqlio_target_pid", **labels) == db.pid
+        bench.start(LOAD_S)
+        bench.wait(timeout_s=LOAD_S + 60)
+        t = time.time()
+        wait_for("a sample after the load", lambda: scrape(port).value("mysqlio_last_sample_timestamp_seconds") > t)
+        m = scrape(port)
+        # every sample: the pod's labels; the files: the server's names
+        assert all(lab.items() >= labels.items() for samples in m.samples.values() for lab, _ in samples)
+        written = m.by_path("mysqlio_file_write_bytes_total")
+        info = m.samples["mysqlio_target_info"][0][0]
+        assert info["datadir"] == DATADIR, info
+        top_out, top_err = top.communicate(timeout=60)
+        _, record_err = record.communicate(timeout=60)
+    finally:
+        for proc in (top, record):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        exporter.send_signal(signal.SIGTERM)
+        _, err = exporter.communicate(timeout=30)
+    assert exporter.returncode == 0 and "Traceback" not in err, err
+    assert top.returncode == 0 and record.returncode == 0, (top_err, record_err)
+    lines = [json.loads(line) for line in top_out.splitlines()]
+    assert {line["pid"] for line in lines} == {db.pid}
+    shown = [f for line in lines for f in line["files"]]
+    trace = report_json(trace_file)
+    assert trace["meta"]["pid"] == db.pid and trace["meta"]["datadir"] == DATADIR, trace["meta"]
+    assert all(r["path"] == DATADIR + "/ibdata1" for r in trace["meta"]["regions"]), trace["meta"]["regions"]
+    for files in (shown, trace["files"]):
+        # its redo log among them (each commit's); each the server's name of the very file
+        # traced (its inode, read on the host), not the other pod's file of the same name
+        assert any(f["path"] == f"{DATADIR}/ib_logfile0" for f in files), files
+        for f in files:
+            if not f["deleted"]:
+                st = os.stat(_host_file(db, f["path"]))
+                assert (f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", st.st_ino) == (f["dev"], f["ino"]), f
+    assert f"{DATADIR}/ib_logfile0" in written, written
+    assert all(os.path.exists(_host_file(db, p)) for p in written), written
+    redo = f"{DATADIR}/ib_logfile0"  # the same name in the other pod: another file
+    assert os.stat(_host_file(db, redo)).st_ino != os.stat(_host_file(other, redo)).st_ino
+    doctor = _mysqlio("doctor", "--pod", f"{NAMESPACE}/{db.pod.name}", "--json")
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"] if c["section"] == "server"}
+    assert checks["server"]["value"] == str(db.pid) and checks["datadir"]["value"] == DATADIR, checks
+    for args in (("--pod", f"{NAMESPACE}/nope"), ("--container", "f" * 64)):
+        res = _mysqlio("top", *args, "--json", "-n", "1")
+        assert res.returncode != 0 and res.stderr.count("\n") == 1 and "no mysqld or mariadbd in" in res.stderr
+        assert f"pid {db.pid} (k8s {NAMESPACE}/{db.pod.name}/{db.pod.container}" in res.stderr, res.stderr

@@ -26,15 +26,22 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import dist_roots
 import pytest
 from test_kernel_matrix import _explain, hooks_not_tracepoints, not_exact
+from test_verify import _quiet
+
+from mysqlio.devtools.mariadb import MariaDBOptions
+from mysqlio.devtools.rooted_mariadb import RootedMariaDB
+from mysqlio.devtools.traced import attached_line
 
 REPO = Path(__file__).resolve().parent.parent
 DIST = REPO / "dist" / "mysqlio"
 BUILD_TIMEOUT_S = 1200
 ATTACH_TIMEOUT_S = 120
+VERIFY_WINDOW_S = 24.0  # 10,000 rows inserted, flushed and purged, then quiet, within it
 
 pytestmark = pytest.mark.bpf
 
@@ -117,10 +124,100 @@ def test_dist_exact_in_root(roots: dict[str, str], name: str) -> None:
         # everything mapped came out of the file: unpacked by PyInstaller (_MEI*) or staticx
         foreign = [p for p in libraries if not re.search(r"/(_MEI\w+|staticx-\w+)/", p)]
         assert not foreign, f"{mode} in the {name} root loaded libraries not of the file: {foreign}"
-    doctor = result["doctor"]["json"]
-    assert doctor is not None, result["doctor"]
-    libbpf_check = next(c for c in doctor["checks"] if c["name"] == "libbpf")
-    assert libbpf_check["status"] == "ok" and "carried by this executable" in libbpf_check["detail"], libbpf_check
+    _check_doctor(result["doctor"])
+
+
+def _check_doctor(run: dict[str, Any]) -> None:
+    """doctor as the file runs it in a root: exit 0, the eBPF backend ready, every required
+    check ok, its libbpf and BPF object the file's own, its test write counted exactly."""
+    doctor = run["json"]
+    assert doctor is not None, run
+    assert (run["returncode"], doctor["exit_code"], doctor["ebpf_ready"]) == (0, 0, True), run
+    assert doctor["backend"] == "bpf", doctor["backend"]
+    checks = {c["name"]: c for c in doctor["checks"]}
+    failed = [c for c in doctor["checks"] if c["required"] and c["status"] != "ok"]
+    assert not failed, failed
+    assert "carried by this executable" in checks["libbpf"]["detail"], checks["libbpf"]
+    assert "/_MEI" in checks["BPF object"]["detail"], checks["BPF object"]
+    assert "counted a 4096-byte test write and its fsync exactly" in checks["probe attach"]["detail"], checks
+    assert checks["syscall hook"]["status"] == "ok", checks["syscall hook"]
+    assert checks["preemption"]["status"] in ("ok", "warn"), checks["preemption"]
+
+
+class _ServerInRoot(RootedMariaDB):
+    """The root's own MariaDB started inside a dist_roots.root_namespace() (nsenter into it, a
+    pid namespace of its own): on that "host" the server and the file share the root, as
+    when the file is copied onto a machine that runs the packaged server."""
+
+    def __init__(self, root: str, holder: int, options: MariaDBOptions) -> None:
+        super().__init__(root, options)
+        self.holder = holder
+
+    def _command(self, argv: list[str]) -> list[str]:
+        inside = ["/usr/bin/unshare", "--pid", "--fork", "--kill-child", "/usr/bin/env", "-i", f"PATH={self._PATH}"]
+        return ["nsenter", f"--mount=/proc/{self.holder}/ns/mnt", *inside, "HOME=/", *argv]
+
+
+def test_dist_verify_in_root(roots: dict[str, str]) -> None:
+    """verify needs a server with performance_schema: the Debian 11 root's own MariaDB 10.5,
+    run in the same root as the file. Quiet at both edges of the window, rows inserted within
+    it: every file performance_schema counts agrees to the byte (as tests/test_verify.py
+    judges the host's server), the table's file and the redo log judged (over 1 MiB each).
+    10.5 purges even an insert's undo log, lazily: quiet (RootedMariaDB.wait_clean's wait for
+    purge) takes it about 13 s, hence the window's length."""
+    started = time.monotonic()
+    # pages flushed at once, not at 10.5's default 200 a second: quiet again within the window
+    extra = {"innodb_stats_auto_recalc": "OFF", "innodb_io_capacity": "5000", "innodb_io_capacity_max": "10000"}
+    root = roots["bullseye"]
+    with (
+        dist_roots.root_namespace(root, [DIST], [tempfile.gettempdir()]) as holder,
+        _ServerInRoot(root, holder, MariaDBOptions(extra=extra)) as db,
+    ):
+        db.sql("CREATE DATABASE d; CREATE TABLE d.t (id INT PRIMARY KEY, pad CHAR(200)) ENGINE=InnoDB")
+        _quiet(db)
+        argv = dist_roots.in_root_argv(holder, DIST.name)
+        proc = subprocess.Popen(
+            [*argv, "verify", "-p", str(db.pid), "-d", str(VERIFY_WINDOW_S), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        try:
+            said = attached_line(proc.stderr)
+            assert said.startswith("mysqlio: comparing"), said + proc.stderr.read()[-2000:]
+            window = time.monotonic()
+            time.sleep(0.5)  # the first edge
+            db.sql(
+                "INSERT INTO d.t WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 10000) "
+                "SELECT n, REPEAT('x', 200) FROM s"
+            )
+            _quiet(db)
+            quiet_at = time.monotonic() - window
+            assert quiet_at < VERIFY_WINDOW_S - 0.5, f"quiet only {quiet_at:.1f} s into the window"
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        datadir = db.server_path(db.datadir)
+    assert proc.returncode == 0, out + err
+    result = json.loads(out)
+    assert result["verdict"]["state"] == "agree", result["verdict"]
+    assert result["server"].startswith("mariadbd 10.5."), result["server"]
+    judged = {(r["name"], r["op"]) for r in result["files"] if r["judged"]}
+    assert judged >= {("d/t.ibd", "write"), ("ib_logfile0", "write")}, judged
+    table = next(r for r in result["files"] if r["name"] == "d/t.ibd" and r["op"] == "write")
+    assert table["path"] == f"{datadir}/d/t.ibd", table  # the root is the file's own: no prefix
+    compared = [r for r in result["files"] if r["pfs_bytes"] is not None]
+    for r in compared:  # every file with a performance_schema row, reads and writes
+        assert (r["pfs_edge_bytes"], r["difference_bytes"]) == (0, 0), r
+    print(
+        f"\nverify in the Debian 11 root: {len(compared)} rows exact, {table['mysqlio_bytes']} bytes to d/t.ibd; "
+        f"quiet {quiet_at:.1f} s into the window; "
+        f"{time.monotonic() - started:.1f} s in all",
+        file=sys.stderr,
+    )
 
 
 def test_dist_startup(roots: dict[str, str]) -> None:

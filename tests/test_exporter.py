@@ -40,12 +40,13 @@ from mysqlio.devtools.scrape import (
     wait_for,
 )
 from mysqlio.devtools.traced import assert_one_line_error, attached_line, end_iogen, read_json_line, start_iogen
-from mysqlio.exporter import ExporterState, IoCollector
+from mysqlio.exporter import CONTAINER_LABELS, ExporterState, IoCollector
 from mysqlio.kinds import KINDS
 from mysqlio.model import WRITEBACK_CAUSES, FileActivity, Interval
 from mysqlio.probe import DeviceCount, FileIdentity, OpCount
 
 DEFAULT_PORT = 9164
+ON_THE_HOST = dict.fromkeys(CONTAINER_LABELS, "")  # every sample's pod labels, for a server on the host
 FAMILIES = (
     *(f"mysqlio_{c}" for c in FILE_COUNTERS),
     "mysqlio_sync_ops",
@@ -210,7 +211,7 @@ def test_exporter_end_to_end(bpf_ready: None, iogen: Path, tmp_path: Path) -> No
             samples = [
                 v
                 for lab, v in ma.samples.get("mysqlio_request_duration_seconds_count", [])
-                if lab == {"kind": kind, "op": op}
+                if lab == {"kind": kind, "op": op, **ON_THE_HOST}
             ]
             assert samples == ([count] if count else []), (kind, op, samples, count)
             if count:
@@ -446,8 +447,8 @@ def test_page_cache_writeback_causes_and_devices_accumulate() -> None:
     m = _scrape_state(state)
     assert m.by_path("mysqlio_file_dirtied_bytes_total") == {"/d/ib_logfile0": 16384}  # no write, yet the busiest
     assert m.samples["mysqlio_file_writeback_bytes_total"] == [
-        ({"path": "/d/ib_logfile0", "kind": "redo", "region": "", "by": "msync"}, 8192.0),
-        ({"path": "/d/ib_logfile0", "kind": "redo", "region": "", "by": "flusher_periodic"}, 8192.0),
+        ({"path": "/d/ib_logfile0", "kind": "redo", "region": "", "by": "msync", **ON_THE_HOST}, 8192.0),
+        ({"path": "/d/ib_logfile0", "kind": "redo", "region": "", "by": "flusher_periodic", **ON_THE_HOST}, 8192.0),
     ]
     assert m.value("mysqlio_writeback_bytes_total", kind="redo", by="msync") == 8192
     assert m.value("mysqlio_writeback_bytes_total", kind="table", by="fsync") == 0

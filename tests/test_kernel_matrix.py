@@ -34,6 +34,8 @@ from compat_table import known_limits
 from guest import first_kernel_report, guest_failure_text, run_in_guest
 from kernels import ALIASES, KernelFetchError, ensure_kernel
 
+from mysqlio import unpreempted
+
 REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.bpf
@@ -70,6 +72,22 @@ def not_exact(result: dict) -> dict[str, str]:
 # exactly the runs skipped and its files short by no more (tools/matrix_guest.py). Nowhere
 # else is it accepted.
 PREEMPTIBLE_PROGRAMS = ("lazy", "full", "rt")
+
+
+def map_calls_as_the_kernel_preempts(result: dict) -> None:
+    """doctor's "map calls" line in the run agrees with the kernel's preemption model as the
+    run read it: on a preemptible kernel (6.1-rt, sid's lazy 7.2) it says so and that map calls
+    run under SCHED_FIFO, allowed there; elsewhere that none is needed."""
+    doctor = result["doctor"]["json"]
+    assert doctor is not None, result["doctor"]
+    line = next(c for c in doctor["checks"] if c["name"] == "map calls")
+    model = result["kernel"]["preempt"]
+    if model in unpreempted.PREEMPTIBLE or model is None:  # an unknown model is treated as preemptible
+        assert (line["status"], line["value"]) == ("ok", "fifo"), line
+        said = f"kernel {model} (preemptible)" if model else "kernel unknown"
+        assert said in line["detail"] and "SCHED_FIFO" in line["detail"], line
+    else:
+        assert (line["status"], line["value"]) == ("ok", "not needed"), line
 
 
 def skipped_and_counted(result: dict, verdict: str) -> bool:
@@ -161,6 +179,7 @@ def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
     assert not report, f"{kernel.release}: the kernel reported a problem on its console:\n{report}"
     result = _replace_result(out, fresh, guest_seconds=round(res.seconds, 1))
     assert result["kernel"]["release"] == kernel.release
+    map_calls_as_the_kernel_preempts(result)
     bad = not_exact(result)
     assert not bad, _explain(result, bad)
     raw = hooks_not_tracepoints(result)
@@ -182,6 +201,7 @@ def test_host_kernel_exact(bpf_ready: None, iogen: Path) -> None:
     )
     assert fresh.exists(), f"matrix_guest.py wrote no result (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
     result = _replace_result(out, fresh)
+    map_calls_as_the_kernel_preempts(result)
     bad = not_exact(result)
     assert not bad, _explain(result, bad)
     raw = hooks_not_tracepoints(result)

@@ -120,6 +120,7 @@ class _SlowSample:
         self._child = child
         self._directory = directory
         self.pid = sampler.pid
+        self.early = sampler.early  # run_loop starts and stops its mid-interval drains
         self.calls = 0
 
     def sample(self) -> Interval:

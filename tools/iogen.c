@@ -21,6 +21,12 @@
  * check the kernel agrees (dirty pages before each sync, none after) and fail
  * otherwise, e.g. when something else wrote the pages back first. Run them on
  * a quiet block-backed filesystem (not tmpfs, which has no writeback).
+ *
+ * pc_existing (pc_fsync on an existing file opened O_TRUNC) and read_existing
+ * (an existing file read whole) need the caller to have put their file in
+ * --dir: on overlayfs, a lower layer's file, copied up for pc_existing. On
+ * overlayfs nothing is checked with cachestat(2): the overlay file's own page
+ * cache is always empty (its pages are the layer's inode's).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,10 +44,12 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,7 +93,7 @@ static struct {
 	double rate, seconds, period, flusher_wait;
 	long size, burst_size;
 	int threads, burst_count, lat_count;
-	bool wait;
+	bool wait, stagger;
 } env = { .size = 512, .threads = 1, .burst_count = 80, .burst_size = BUF_SIZE, .lat_count = 10,
 	  .flusher_wait = 40 };
 
@@ -1028,12 +1036,21 @@ struct pc_cachestat {
 
 static bool no_cachestat;
 
-/* The page-cache state of @fd's whole file; false where the kernel has no cachestat. */
+#define PC_OVERLAYFS_MAGIC 0x794c7630	/* OVERLAYFS_SUPER_MAGIC */
+
+/* The page-cache state of @fd's whole file; false where the kernel has no cachestat,
+ * or where the file is on overlayfs: its pages are the upper (or lower) layer's
+ * inode's, and cachestat of the overlay file reads the overlay inode's, always empty. */
 static bool pc_stat(int fd, struct pc_cachestat *cs)
 {
 	struct pc_cachestat_range range = { 0, 0 };	/* len 0: to the end of the file */
+	struct statfs sfs;
 
 	if (no_cachestat)
+		return false;
+	if (fstatfs(fd, &sfs))
+		die("fstatfs");
+	if (sfs.f_type == PC_OVERLAYFS_MAGIC)
 		return false;
 	if (syscall(__NR_cachestat, fd, &range, cs, 0) == 0)
 		return true;
@@ -1095,6 +1112,47 @@ static void sc_pc_fsync(void)
 	ok(f, OP_FSYNC, fsync(fd), "fsync");
 	pc_check(fd, 0, "after fsync");
 	pc_written(f, PC_PAGES, WB_FSYNC);
+	xclose(fd);
+}
+
+/* DIR/name, which the caller put there: opened without O_CREAT (on overlayfs, a file
+ * of the lower layer, copied up when opened for writing). */
+static int open_existing(struct file **fp, const char *name, int flags)
+{
+	struct file *f = file_get(name);
+	int fd = open(f->path, flags | O_CLOEXEC);
+
+	if (fd < 0)
+		fail("%s: %s (the scenario needs it to exist)", f->path, strerror(errno));
+	*fp = f;
+	return fd;
+}
+
+/* pc_fsync on an existing file opened O_TRUNC: on overlayfs, a lower file copied up
+ * (no data copied: it is truncated), its pages then the upper inode's. */
+static void sc_pc_existing(void)
+{
+	struct file *f;
+	int fd = open_existing(&f, "pc_existing.dat", O_RDWR | O_TRUNC);
+
+	f->pc = true;
+	pc_write_pages(f, fd, 0, PC_PAGES);
+	pc_check(fd, PC_PAGES, "before fsync");
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	pc_check(fd, 0, "after fsync");
+	pc_written(f, PC_PAGES, WB_FSYNC);
+	xclose(fd);
+}
+
+/* An existing file read whole, read-only, a page a read up to the read at EOF (on
+ * overlayfs, a file left in the lower layer). */
+static void sc_read_existing(void)
+{
+	struct file *f;
+	int fd = open_existing(&f, "read_existing.dat", O_RDONLY);
+
+	while (ok(f, OP_READ, read(fd, rbuf, page_size), "read") > 0)
+		;
 	xclose(fd);
 }
 
@@ -1275,6 +1333,112 @@ static void sc_pc_periodic(void)
 	xclose(fd);
 }
 
+/* ---- many files (scenario many) ----
+ *
+ * A server with tens of thousands of tables writes to as many files in one
+ * checkpoint (issue 60): --files N files, opened once, and --threads T
+ * threads, each writing one page at its own offset to every file per round,
+ * a round every --period P s for --seconds S (rounds = S / P, rounded; a
+ * round that overruns its period is followed at once). The files (many_NNNNNN)
+ * are kept from an earlier run, their size that of T pages. Each thread counts
+ * its own requests; the files' totals are printed like the other files'. */
+
+static struct {
+	int nfiles, rounds;
+	int *fd;
+	long long (*done)[2];	/* per thread, per file: ops, bytes */
+	double start;
+} many;
+
+struct many_thread {
+	pthread_t th;
+	int idx;
+};
+
+static void *many_worker(void *arg)
+{
+	struct many_thread *t = arg;
+	long long (*done)[2] = many.done + (size_t)t->idx * many.nfiles;
+	off_t off = (off_t)t->idx * page_size;
+	int r, i;
+	ssize_t ret;
+
+	for (r = 0; r < many.rounds; r++) {
+		/* --stagger: thread i's rounds i / T of a period later */
+		sleep_until(many.start + (r + (env.stagger ? (double)t->idx / env.threads : 0)) * env.period);
+		for (i = 0; i < many.nfiles; i++) {
+			ret = pwrite(many.fd[i], buf, page_size, off);
+			if (ret < 0)
+				die("pwrite64");
+			done[i][0]++;
+			done[i][1] += ret;
+		}
+	}
+	return NULL;
+}
+
+/* The path of file i of scenario many. */
+static void many_path(char *out, int i)
+{
+	if (snprintf(out, PATH_MAX, "%s/many_%06d", dir, i) >= PATH_MAX)
+		fail("many_%06d: path too long", i);
+}
+
+/* The open-files soft limit raised to the hard one: room for the files. */
+static void many_rlimit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		die("getrlimit");
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		die("setrlimit");
+	if (rl.rlim_cur != RLIM_INFINITY && (rlim_t)many.nfiles + 64 > rl.rlim_cur)
+		fail("--files %d: the open-files limit is %llu", many.nfiles,
+		     (unsigned long long)rl.rlim_cur);
+}
+
+/* Open (create) the files before the ready line: opening tens of thousands takes
+ * seconds, and a tracer's first intervals need not wait for it. */
+static void many_open(void)
+{
+	char path[PATH_MAX];
+	int i;
+
+	many.fd = calloc(many.nfiles, sizeof(*many.fd));
+	many.done = calloc((size_t)env.threads * many.nfiles, sizeof(*many.done));
+	if (!many.fd || !many.done)
+		fail("out of memory");
+	many_rlimit();
+	for (i = 0; i < many.nfiles; i++) {
+		many_path(path, i);
+		many.fd[i] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (many.fd[i] < 0)
+			die("open");
+	}
+}
+
+static void sc_many(void)
+{
+	static struct many_thread th[MAX_FILES / 2];
+	int i;
+
+	many.rounds = (int)(env.seconds / env.period + 0.5);
+	many.start = now();
+	for (i = 0; i < env.threads; i++) {
+		th[i].idx = i;
+		errno = pthread_create(&th[i].th, NULL, many_worker, &th[i]);
+		if (errno)
+			die("pthread_create");
+	}
+	for (i = 0; i < env.threads; i++)
+		pthread_join(th[i].th, NULL);
+	rate_elapsed = now() - many.start;
+	for (i = 0; i < many.nfiles; i++)
+		xclose(many.fd[i]);
+}
+
 /* ---- main ---- */
 
 static const struct scenario {
@@ -1295,6 +1459,9 @@ static const struct scenario {
 	{ "pc_mmap", sc_pc_mmap, true },
 	{ "pc_flusher", sc_pc_flusher, true },
 	{ "pc_periodic", sc_pc_periodic, true },
+	{ "pc_existing", sc_pc_existing, true },
+	{ "read_existing", sc_read_existing, true },
+	{ "many", sc_many, true },
 #undef SC
 };
 
@@ -1329,6 +1496,9 @@ static void print_pc_json(const struct file *f)
 	printf("}");
 }
 
+static void print_file_json(const struct file *f, const char *sep);
+static void print_many_json(const char *sep);
+
 static void print_json(void)
 {
 	const char *sep = "";
@@ -1362,26 +1532,48 @@ static void print_json(void)
 		print_lat_json();
 	printf(", \"files\": [");
 	for (i = 0; i < nr_files; i++) {
-		const struct file *f = &files[i];
-
-		printf("%s{\"path\": ", sep);
-		json_str(f->path);
-		printf(", \"deleted\": %s, \"write_bytes\": %lld, \"write_ops\": %lld, "
-		       "\"read_bytes\": %lld, \"read_ops\": %lld, \"fsync_ops\": %lld, "
-		       "\"fdatasync_ops\": %lld, \"sync_file_range_ops\": %lld, "
-		       "\"sync_ops\": %lld, \"errors\": %lld",
-		       f->deleted ? "true" : "false", f->write_bytes, f->write_ops,
-		       f->read_bytes, f->read_ops, f->fsync_ops, f->fdatasync_ops,
-		       f->sfr_ops, f->fsync_ops + f->fdatasync_ops + f->sfr_ops + f->msync_ops,
-		       f->errors);
-		if (f->pc)
-			print_pc_json(f);
-		printf("}");
+		print_file_json(&files[i], sep);
 		sep = ", ";
 	}
+	print_many_json(sep);
 	printf("]}\n");
 	if (fflush(stdout))
 		die("stdout");
+}
+
+static void print_file_json(const struct file *f, const char *sep)
+{
+	printf("%s{\"path\": ", sep);
+	json_str(f->path);
+	printf(", \"deleted\": %s, \"write_bytes\": %lld, \"write_ops\": %lld, "
+	       "\"read_bytes\": %lld, \"read_ops\": %lld, \"fsync_ops\": %lld, "
+	       "\"fdatasync_ops\": %lld, \"sync_file_range_ops\": %lld, "
+	       "\"sync_ops\": %lld, \"errors\": %lld",
+	       f->deleted ? "true" : "false", f->write_bytes, f->write_ops,
+	       f->read_bytes, f->read_ops, f->fsync_ops, f->fdatasync_ops,
+	       f->sfr_ops, f->fsync_ops + f->fdatasync_ops + f->sfr_ops + f->msync_ops,
+	       f->errors);
+	if (f->pc)
+		print_pc_json(f);
+	printf("}");
+}
+
+/* The files of scenario many: each one's requests summed over the threads. */
+static void print_many_json(const char *sep)
+{
+	struct file f;
+	int i, t;
+
+	for (i = 0; i < many.nfiles && many.done; i++) {
+		memset(&f, 0, sizeof(f));
+		many_path(f.path, i);
+		for (t = 0; t < env.threads; t++) {
+			f.write_ops += many.done[(size_t)t * many.nfiles + i][0];
+			f.write_bytes += many.done[(size_t)t * many.nfiles + i][1];
+		}
+		print_file_json(&f, sep);
+		sep = ", ";
+	}
 }
 
 /* Block until a line (or EOF) arrives on stdin; byte-wise so nothing is over-read. */
@@ -1408,6 +1600,9 @@ static void __attribute__((noreturn)) usage(int code)
 		     "             [--count N]  (scenario latency: N timed requests per API and op)\n"
 		     "             [--flusher-wait S]  (scenario pc_flusher: wait S s, default 40,\n"
 		     "              where the kernel has no cachestat to see the file clean)\n"
+		     "             [--files N --period P --seconds S [--threads T] [--stagger]]\n"
+		     "              (scenario many: each thread writes a page to each of N files\n"
+		     "              every P s; --stagger: thread i i/T of a period after thread 0)\n"
 		     "scenarios:");
 	for (i = 0; i < ARRAY_SIZE(scenarios); i++)
 		fprintf(out, " %s", scenarios[i].name);
@@ -1442,6 +1637,8 @@ int main(int argc, char **argv)
 		{ "burst-size", required_argument, NULL, 'B' },
 		{ "count", required_argument, NULL, 'c' },
 		{ "flusher-wait", required_argument, NULL, 'F' },
+		{ "files", required_argument, NULL, 'f' },
+		{ "stagger", no_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -1465,6 +1662,8 @@ int main(int argc, char **argv)
 		case 'B': env.burst_size = num_arg("--burst-size", optarg, 1); break;
 		case 'c': env.lat_count = num_arg("--count", optarg, 1); break;
 		case 'F': env.flusher_wait = num_arg("--flusher-wait", optarg, 0); break;
+		case 'g': env.stagger = true; break;
+		case 'f': many.nfiles = num_arg("--files", optarg, 1); break;
 		case 'h': usage(0);
 		case 's':
 			for (i = 0; i < ARRAY_SIZE(scenarios); i++)
@@ -1501,6 +1700,11 @@ int main(int argc, char **argv)
 			fprintf(stderr, "iogen: periodic needs --period P --seconds S\n");
 			exit(2);
 		}
+		if (sel[i] && scenarios[i].fn == sc_many &&
+		    !(many.nfiles && many.nfiles <= 1 << 20 && env.period && env.seconds >= env.period)) {
+			fprintf(stderr, "iogen: many needs --files N (at most 1048576) --period P --seconds S, S >= P\n");
+			exit(2);
+		}
 		if (sel[i] && scenarios[i].fn == sc_pc_periodic &&
 		    !(env.period && env.seconds >= env.period)) {
 			fprintf(stderr, "iogen: pc_periodic needs --period P --seconds S, S >= P\n");
@@ -1521,6 +1725,11 @@ int main(int argc, char **argv)
 	for (i = 0; i < BUF_SIZE; i++)
 		buf[i] = 'a' + i % 26;
 
+	for (i = 0; i < ARRAY_SIZE(scenarios); i++)
+		if (sel[i] && scenarios[i].fn == sc_many) {
+			scen = "many";
+			many_open();
+		}
 	setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));	/* JSON line in one write() */
 	printf("{\"pid\": %d, \"ready\": true}\n", getpid());
 	if (fflush(stdout))

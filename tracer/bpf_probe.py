@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import abi, abi_check, bpf_arch, kernel_features, stats_cells, syscall_hook, unpreempted
+from . import abi, abi_check, bpf_arch, kernel_features, map_sizing, stats_cells, syscall_hook, unpreempted
 from .conn_map import ConnectionMap, unused_conn_programs
 from .disk_stat import DiskCounters
 from .errors import BpfError
@@ -137,6 +137,7 @@ class BpfProbe:
             self._check_layout()
             self.features = kernel_features.probe()
             self._adapt(self.features, record=bool(record_ring_bytes))
+            self.map_sizes = map_sizing.apply(self._obj, pid)  # per-file tables sized to the server
         except BaseException:
             self._obj.close()
             raise

@@ -11,6 +11,7 @@ import sys
 
 from . import __version__
 from .backend import BACKENDS
+from .container_select import add_selectors, apply_selectors
 from .errors import BpfError, UserError
 from .filters import Filters
 from .kinds import KIND_HELP, KINDS
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="JSON lines instead of text")
     _add_trace_parsers(sub)
     _add_service_parsers(sub)
+    add_selectors(sub)  # --pod, --container
     _add_stap_build_parser(sub)
     return parser
 
@@ -548,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         args = build_parser().parse_args(argv)
+        apply_selectors(args)  # --pod / --container -> args.pid
         if args.command == "top":
             return _cmd_top(args)
         if args.command == "record":

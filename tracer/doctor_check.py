@@ -7,7 +7,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 STATUSES = ("ok", "warn", "fail", "skip")
-SECTIONS = {"ebpf": "Kernel and eBPF backend", "tools": "Build tools and SystemTap fallback", "server": "Server"}
+SECTIONS = {
+    "ebpf": "Kernel and eBPF backend",
+    "deploy": "Container (what a DaemonSet must grant)",
+    "tools": "Build tools and SystemTap fallback",
+    "server": "Server",
+}
 
 
 @dataclass(frozen=True)

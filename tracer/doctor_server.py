@@ -19,6 +19,7 @@ from .doctor_error_log import (
 )
 from .doctor_settings import boolean_setting, check_option_files, check_setting, server_options
 from .errors import UserError
+from .root_paths import shown_path
 from .units import printable
 
 
@@ -87,15 +88,16 @@ def server_checks(pid: int | None, finder: Callable[[], int] | None = None) -> l
                 section="server",
             )
         )
+    datadir = shown_path(lay.datadir, lay.root) if lay.datadir else None  # as the server names it
     checks.append(
-        Check("datadir", "ok", printable(lay.datadir), value=lay.datadir, section="server")
-        if lay.datadir
+        Check("datadir", "ok", printable(datadir), value=datadir, section="server")
+        if datadir
         else Check(
             "datadir", "warn", f"unknown: /proc/{found}/cwd is unreadable", "run doctor as root", section="server"
         )
     )
     options = server_options(found, lay.version)
-    checks.append(check_option_files(lay.option_files, options.unreadable))
+    checks.append(check_option_files([shown_path(p, lay.root) for p in lay.option_files], options.unreadable))
     readable_from, shown, why = error_log_location(found, lay.log_error)
     checks.append(check_error_log(shown, readable_from, why))
     log_backend = log_line = log_problem = None

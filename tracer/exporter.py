@@ -19,6 +19,10 @@ With the page cache counted (eBPF with its hooks), bytes dirtied and written bac
 and each block device's completed bytes and requests, with whose bytes they were
 (`owner`: the server's files, its direct I/O, the filesystem, other); "device" is
 the device's own count.
+
+Every sample carries the labels `namespace`, `pod`, `container` (the traced server's
+Kubernetes names, "" on the host), as `exporter --all` gives them; a containerised
+server's files are named as the server names them (never /proc/PID/root/...).
 """
 
 from __future__ import annotations
@@ -40,17 +44,18 @@ from prometheus_client.registry import CollectorRegistry
 
 from .bursts.live import BurstTracker
 from .bursts.train import SYNC_CALLS, Train
+from .container_identity import container_identity
 from .devices import OWNER_NAMES, DeviceActivity
 from .errors import TargetGone, UserError
 from .follow import trace_following
 from .kinds import KINDS
 from .latency import SUB, Histogram
-from .layout import to_server_path
 from .model import WRITEBACK_CAUSES, Counts, Interval
 from .sampling import IntervalSampler, StopFlag, run_loop
 from .session import choose_target, open_session
 from .units import printable
 
+CONTAINER_LABELS = ("namespace", "pod", "container")  # on every sample (exporter_fleet.LABELS too)
 RANK_TIME_CONSTANT_S = 60.0  # "lately": bytes decay with this time constant when ranking files
 MIN_TRACKED_FILES = 4096  # per-file totals kept at least for this many files (4 x --top-files if more)
 
@@ -100,10 +105,8 @@ class ExporterState:
         self.backend = backend
         self.follow = follow
         self.target = _Target(pid)
-        # exporter --all: a file of a server in its own root mount (a container) exported
-        # under the server's name for it, not under /proc/PID/root (a new pid at each restart)
-        self.server_paths = False
-        self._root = ""  # the traced process's root as a path here (layout.host_root)
+        # the traced server's Kubernetes names (CONTAINER_LABELS), read at each attach
+        self.container_labels: dict[str, str] = dict.fromkeys(CONTAINER_LABELS, "")
         self._lock = threading.Lock()
         self._kinds: dict[str, Counts] = {kind: Counts() for kind in KINDS}
         # (path, kind, region): region "" but for ibdata1's regions (model.FileActivity.region)
@@ -120,10 +123,6 @@ class ExporterState:
     # ---- fed by the sampling loop
 
     def add(self, interval: Interval) -> None:
-        root = self._root
-        if self.server_paths and root.startswith("/proc/"):
-            for activity in interval.files:
-                activity.path = to_server_path(activity.path, root)
         trains = self._bursts.feed(interval)  # outside the lock: the tracker is ours alone
         with self._lock:
             now = interval.time
@@ -159,9 +158,10 @@ class ExporterState:
             self._trains = trains[: self.top_files]
             self._last_sample = now
 
-    def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None, root: str = "") -> None:
+    def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None) -> None:
+        c = container_identity(pid)  # a restarted container: a new id, the same names
         with self._lock:
-            self._root = root
+            self.container_labels = {"namespace": c.namespace, "pod": c.pod, "container": c.container}
             self.target.pid, self.target.process, self.target.datadir = pid, process, datadir or ""
             self.target.server_version = server_version or ""
             self.target.up = True
@@ -379,7 +379,10 @@ class IoCollector:
         self._state = state
 
     def collect(self) -> Iterable[Metric]:
-        return self._state.families()
+        labels = self._state.container_labels
+        for family in self._state.families():
+            family.samples = [s._replace(labels={**s.labels, **labels}) for s in family.samples]
+            yield family
 
 
 class _StateSink:
@@ -412,7 +415,7 @@ def trace_into(pid: int, args: argparse.Namespace, state: ExporterState, stop: S
     """Feed the state from one process until stopped (0) or the process exits (TargetGone)."""
     with open_session(args.backend, pid, stop=stop.event) as session:
         layout = session.layout
-        state.attached(pid, session.process, layout.datadir, layout.version, layout.root)
+        state.attached(pid, session.process, session.shown_datadir, layout.version)
         print(f"mysqlio: exporting pid {pid} ({session.process}) on {url}", file=sys.stderr, flush=True)
         return run_loop(IntervalSampler(session), _StateSink(state, stop.event), stop, args.interval)
 

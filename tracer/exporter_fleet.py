@@ -28,7 +28,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from .errors import TargetGone, UserError
-from .exporter import ExporterState, serve_metrics, trace_into
+from .exporter import CONTAINER_LABELS, ExporterState, serve_metrics, trace_into
 from .follow import ServerIdentity, identity_of, trace_following
 from .sampling import StopFlag
 from .session import choose_target
@@ -38,7 +38,7 @@ SCAN_S = 2.0  # how often the process table is scanned for servers not yet trace
 DATADIR_GRACE_S = 10.0  # a server names its datadir (chdir) once started; until then wait
 
 
-LABELS = ("server", "namespace", "pod", "container")  # added to every sample of a server
+LABELS = ("server", *CONTAINER_LABELS)  # added to every sample of a server
 _Key = tuple[str, str | tuple[str, ...], tuple[str, ...], int]
 
 
@@ -106,7 +106,6 @@ class Fleet:
                     flush=True,
                 )
             state = ExporterState(self._args.top_files, self._args.interval, self._args.backend, True, pid)
-            state.server_paths = True  # file paths without /proc/PID/root: the same after a restart
             traced = self._servers[key] = _Traced(identity, label, state)
         traced.thread = threading.Thread(
             target=self._run, args=(traced, pid), name=f"mysqlio-exporter-{pid}", daemon=True

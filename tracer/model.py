@@ -258,7 +258,7 @@ def aggregate(
             resolved = resolver.resolve(file)
             activity = by_file[(file, region)] = FileActivity(
                 file=file,
-                path=resolved.path,
+                path=resolver.shown(resolved.path),  # classified by its path here, as the layout's
                 kind=classifier.kind(resolved.path),
                 table=classifier.table(resolved.path, fold_partitions),
                 deleted=resolved.deleted,
@@ -266,8 +266,10 @@ def aggregate(
             )
         return activity
 
+    # a file on overlayfs: its page-cache rows (upper inode) joined to its requests' (overlay inode)
+    joined = resolver.join_overlays(row.file for row in rows)
     for row in rows:
-        activity = activity_of(row.file, Region.NONE if fold_regions else row.region)
+        activity = activity_of(joined.get(row.file, row.file), Region.NONE if fold_regions else row.region)
         activity.add(row)
         thread = activity.threads.get((row.tid, row.conn))
         if thread is None:

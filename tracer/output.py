@@ -41,12 +41,15 @@ def write_json(
     bursts: list[dict[str, Any]] | None = None,
     notes: list[str] | None = None,
     container: dict[str, Any] | None = None,
+    tables: dict[str, Any] | None = None,
 ) -> None:
     obj = interval.to_json()
     if container:
         obj["container"] = container  # the server's container (container_identity.ContainerIdentity.to_json)
     if bursts is not None:
         obj["bursts"] = bursts  # the periodic bursts active now (mysqlio.bursts.Train.to_json)
+    if tables:
+        obj["tables"] = tables  # the kernel tables' sizes and budget (mysqlio.map_sizing.MapSizes.to_json)
     if notes:
         obj["notes"] = notes  # what mysqlio cannot count here (mysqlio.mapped_files.redo_note)
     write_whole(out, json.dumps(obj, separators=(",", ":")) + "\n")

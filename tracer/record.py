@@ -29,6 +29,7 @@ from .errors import TargetGone
 from .follow import trace_following
 from .layout import read_layout
 from .probe import EventReader, FileIdentity, lost_by_reason
+from .root_paths import shown_path
 from .sampling import StopFlag
 from .session import KERNEL_THREAD, KERNEL_TID, Session, open_session, system_regions
 from .trace import BatchKeys, FileInfo, TraceMeta, TraceWriter
@@ -92,14 +93,20 @@ class _Names:
         which checks them once an interval (a file renamed since, as MySQL recycles its
         redo files, is named anew: the trace holds each event's path as it was then)."""
         session = self._session
-        for kdev, ino in zip(keys.u_dev.tolist(), keys.u_ino.tolist(), strict=True):
-            resolved = session.resolver.resolve(FileIdentity.from_kernel(kdev, ino))
+        batch = [
+            (kdev, ino, FileIdentity.from_kernel(kdev, ino))
+            for kdev, ino in zip(keys.u_dev.tolist(), keys.u_ino.tolist(), strict=True)
+        ]
+        # a file on overlayfs: its upper inode's events (page cache) under its overlay file's name
+        joined = session.resolver.join_overlays(file for _, _, file in batch)
+        for kdev, ino, file in batch:
+            resolved = session.resolver.resolve(joined.get(file, file))
             known = self.files.get((kdev, ino))
             if known is not None and resolved.source == "unknown":
                 continue  # no name now (closed, walked long ago): the one it had stays
             if known is None or (known.path, known.deleted) != (resolved.path, resolved.deleted):
                 self.files[(kdev, ino)] = FileInfo(
-                    path=resolved.path,
+                    path=session.resolver.shown(resolved.path),
                     kind=session.classifier.kind(resolved.path),
                     table=session.classifier.table(resolved.path),
                     deleted=resolved.deleted,
@@ -194,12 +201,15 @@ def run_record(options: RecordOptions) -> int:
         pid=options.pid,
         server_exe=_exe(options.pid),
         server_version=layout.version,
-        datadir=layout.datadir,
+        datadir=shown_path(layout.datadir, layout.root) if layout.datadir else None,  # as its files are named
         start_wall=time.time(),
         start_mono_ns=time.monotonic_ns(),
         command=options.command,
         # ibdata1's regions, for report to split its events by offset
-        regions=[{"dev": f.dev, "ino": f.ino, **m.to_json()} for f, m in system_regions(layout).items()],
+        regions=[
+            {"dev": f.dev, "ino": f.ino, **m.to_json(), "path": shown_path(m.path, layout.root)}
+            for f, m in system_regions(layout).items()
+        ],
         # eBPF gives each event its thread's connection when the threads are sampled
         connections=options.threads is not None and options.backend == "bpf",
     )

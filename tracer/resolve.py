@@ -17,7 +17,8 @@ A process in another root (chroot, container) has its files named by the kernel
 as seen from the root of each file's mount namespace: under its root directory's
 path here when its mount namespace is ours or a clone of it, else by its own
 names. Either way the path given is one that opens the file here, checked by
-inode where the file still exists (see mysqlio.layout.host_root).
+inode where the file still exists (see mysqlio.layout.host_root). What is shown of it
+(`shown`) is the server's own name when that path is under /proc/PID/root.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .layout import host_root, to_server_path
+from .overlay_files import OverlayAliases
 from .probe import FileIdentity, KernelName, dev_label
+from .root_paths import shown_path
 
 DELETED_SUFFIX = " (deleted)"
 _REFRESH_MIN_S = 0.5  # a burst of unknown files triggers one /proc scan, not many
@@ -41,14 +44,17 @@ _WAS_OPEN_MAX = 10_000  # names of files seen open and closed since, kept for th
 class ResolvedPath:
     path: str
     deleted: bool
-    source: str  # "fd", "kernel", "kernel+dir", "unknown"
+    source: str  # "fd", "map", "kernel", "kernel+dir", "kernel+cwd", "kernel+overlay", "overlay", "unknown"
 
 
 class FileResolver:
     """Cache of identity -> path for one process, refreshed from /proc on demand."""
 
-    def __init__(self, pid: int, kernel_name: Callable[[FileIdentity], KernelName | None]) -> None:
+    def __init__(
+        self, pid: int, kernel_name: Callable[[FileIdentity], KernelName | None], server_names: bool = True
+    ) -> None:
         self.pid = pid
+        self._server_names = server_names  # shown(): the server's names (False: paths here, for verify)
         self._kernel_name = kernel_name
         self._open: dict[FileIdentity, ResolvedPath] = {}
         # names of files not open at the last /proc read, given in this interval and the one
@@ -62,6 +68,8 @@ class FileResolver:
         self._unverifiable: set[FileIdentity] = set()
         self._last_scan = 0.0
         self._root = host_root(pid)  # "" when the process shares our root
+        # a file on overlayfs: its page cache's (upper) inode joined to the overlay file
+        self._overlay = OverlayAliases(pid, self._root)
 
     def _here(self, path: str, file: FileIdentity | None) -> str:
         """The kernel's name of a file of the process -> the path that opens it here."""
@@ -75,6 +83,11 @@ class FileResolver:
                 if _is_same_file(candidate, file):
                     return candidate
         return path if server != path else candidates[0]
+
+    def shown(self, path: str) -> str:
+        """The path to display for a resolved path: never /proc/PID/root/... (a container's
+        files by the server's own names, root_paths.shown_path)."""
+        return shown_path(path, self._root) if self._server_names else path
 
     def scan_fds(self) -> None:
         """Read every open fd of the process: identity -> current path."""
@@ -107,11 +120,42 @@ class FileResolver:
         while len(self._was_open) > _WAS_OPEN_MAX:
             del self._was_open[next(iter(self._was_open))]
         self._open = found
+        self._overlay.refresh()
+        for identity, resolved in found.items():
+            if not resolved.deleted:
+                self._overlay.learn(identity, resolved.path)
         self._last_scan = time.monotonic()
 
     def open_files(self) -> list[FileIdentity]:
-        """The files open or mapped shared at the last /proc read."""
-        return list(self._open)
+        """The files open or mapped shared at the last /proc read (and the upper inodes
+        of those on overlayfs, which hold their pages)."""
+        return [*self._open, *self._overlay.real_files()]
+
+    def join_overlays(self, files: Iterable[FileIdentity]) -> dict[FileIdentity, FileIdentity]:
+        """The files of an interval's rows that are the upper inodes of overlay files ->
+        those overlay files (overlay_files.py): the overlay files are named first, which
+        joins their upper inodes; an upper inode still unknown reads /proc again."""
+        if not self._overlay.mounts:
+            return {}
+        distinct = set(files)
+        for file in distinct:
+            if self._overlay.on_overlay(file):
+                resolved = self.resolve(file)  # a file open now has been learnt by scan_fds
+                if resolved.source != "unknown":
+                    # a closed one, named by the kernel: perhaps "deleted" only because its
+                    # mount is in the server's namespace, not ours; the layers tell
+                    self._overlay.learn(file, resolved.path)
+        joined = {}
+        for file in distinct:
+            if self._overlay.on_overlay(file):
+                continue
+            alias = self._overlay.overlay_of(file)
+            if alias is None and file not in self._open and time.monotonic() - self._last_scan >= _REFRESH_MIN_S:
+                self.scan_fds()
+                alias = self._overlay.overlay_of(file)
+            if alias is not None:
+                joined[file] = alias
+        return joined
 
     def resolve(self, file: FileIdentity) -> ResolvedPath:
         hit = self._open.get(file)
@@ -166,6 +210,9 @@ class FileResolver:
         if name is None and last is not None and (last.deleted or _is_same_file(last.path, file)):
             return last  # e.g. a binlog closed by a rotation: its last requests count under its name
         if name is None:
+            joined = self._overlay.server_name(file)
+            if joined is not None:  # an overlay file closed long ago: its upper layer names it
+                return ResolvedPath(self._here(joined, None), False, "overlay")
             return ResolvedPath(f"<dev {dev_label(file.dev)} inode {file.ino}>", False, "unknown")
         if not name.complete:
             full = self._complete(name.path, None if name.deleted else file)
@@ -184,6 +231,8 @@ class FileResolver:
             return ResolvedPath(path, True, "kernel")
         if _is_same_file(path, file):
             return ResolvedPath(path, False, "kernel")
+        if self._overlay.shows(file, path):  # an overlay mounted in the server's namespace only
+            return ResolvedPath(path, False, "kernel+overlay")
         moved = _find_in_dir(os.path.dirname(path), file)
         if moved is not None:
             return ResolvedPath(moved, False, "kernel+dir")
@@ -214,6 +263,7 @@ class FileResolver:
         inode number reused), and the names kept stay two intervals' worth."""
         self._before, self._recent = self._recent, {}
         self._checked = set()
+        self._overlay.new_interval()
 
 
 _MAPS_LINE = re.compile(r"^[0-9a-f]+-[0-9a-f]+\s+\S{3}s\s+\S+\s+([0-9a-f]+):([0-9a-f]+)\s+(\d+)\s+(/.*)$")

@@ -45,3 +45,15 @@ def in_root(root: str, path: str) -> str:
     if not root or not path.startswith("/"):
         return path
     return root + realpath_in_root(root, path)
+
+
+def shown_path(path: str, root: str) -> str:
+    """The path to show for `path` here of a server whose root here is `root`
+    (layout.host_root): under /proc/PID/root (a container's own root mount) the server's
+    own name, which stays the same across restarts and is the one its DBA knows; a chroot's
+    directory here is a real path on the host and is kept."""
+    if not root.startswith("/proc/"):
+        return path
+    if path == root:
+        return "/"
+    return path[len(root) :] if path.startswith(root + "/") else path

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from . import target
 from .devices import DeviceDeltas
+from .early_drain import EarlyDrain
 from .errors import TargetGone
 from .model import Interval, aggregate
 from .probe import lost_events
@@ -33,17 +34,19 @@ class IntervalSampler:
         self._last_drops = session.probe.drops().as_dict()
         self._devices = DeviceDeltas(session.probe.device_counts())
         self._last_time = time.monotonic()
+        self.early = EarlyDrain(session.probe)  # parts of an interval drained before its end
         self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
         self.threads: Any = None  # a live_threads.LiveThreads (--mysql): user, connection, query of threads
 
     def sample(self) -> Interval:
         session, probe = self._session, self._session.probe
-        rows = probe.drain()
+        rows = self.early.take()
         latencies = probe.drain_latency()
         session.new_interval()
         now = time.monotonic()
         drops = probe.drops().as_dict()
         delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
+        self.early.learn(delta.get("stats_full", 0))
         files = aggregate(
             rows,
             session.resolver,
@@ -135,20 +138,24 @@ def run_loop(
     A stop that comes while an interval is being sampled gets one more interval: what
     the process did after that drain began."""
     emitted = emitted if emitted is not None else [0]
-    deadline = time.monotonic()
-    while True:
-        deadline += interval_s
-        while not stop.requested() and not sink.quit and time.monotonic() < deadline:
-            sink.wait(deadline - time.monotonic())
-        stopping = stop.requested() or sink.quit
-        alive = target.is_alive(sampler.pid)
-        sink.emit(sampler.sample())
-        emitted[0] += 1
-        done = bool(count) and emitted[0] >= count
-        if stop.requested() and not stopping and not done:
+    sampler.early.start(interval_s)  # mid-interval drains, where the maps call for them
+    try:
+        deadline = time.monotonic()
+        while True:
+            deadline += interval_s
+            while not stop.requested() and not sink.quit and time.monotonic() < deadline:
+                sink.wait(deadline - time.monotonic())
+            stopping = stop.requested() or sink.quit
+            alive = target.is_alive(sampler.pid)
             sink.emit(sampler.sample())
             emitted[0] += 1
-        if stop.requested() or sink.quit or done:
-            return 0
-        if not alive:
-            raise TargetGone(f"process {sampler.pid} exited; stopped tracing")
+            done = bool(count) and emitted[0] >= count
+            if stop.requested() and not stopping and not done:
+                sink.emit(sampler.sample())
+                emitted[0] += 1
+            if stop.requested() or sink.quit or done:
+                return 0
+            if not alive:
+                raise TargetGone(f"process {sampler.pid} exited; stopped tracing")
+    finally:
+        sampler.early.close()

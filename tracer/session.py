@@ -65,12 +65,15 @@ KERNEL_THREAD = "[kernel]"
 class Session:
     """A probe attached to one process, with what names and classifies its files and threads."""
 
-    def __init__(self, probe: Probe, pid: int, layout: ServerLayout | None = None) -> None:
+    def __init__(self, probe: Probe, pid: int, layout: ServerLayout | None = None, server_names: bool = True) -> None:
         self.probe = probe
         self.pid = pid
         self.layout = layout if layout is not None else read_layout(pid)
         self.classifier = Classifier(self.layout)
-        self.resolver = FileResolver(pid, probe.kernel_name)
+        # server_names: files shown by the server's own names, never /proc/PID/root/...
+        self.resolver = FileResolver(pid, probe.kernel_name, server_names)
+        datadir = self.layout.datadir
+        self.shown_datadir = self.resolver.shown(datadir) if datadir else None  # as the files are shown
         self.resolver.scan_fds()
         # files the server has open or mapped: their pages written back are its own
         probe.add_server_files(self.resolver.open_files())
@@ -126,12 +129,14 @@ def open_session(
     layout: ServerLayout | None = None,
     timed: bool = True,
     connections: bool = False,
+    server_names: bool = True,
 ) -> Iterator[Session]:
     """Attach the backend's probe (record_ring_bytes > 0: with record's event stream) to the
     process; detached when the block ends. `stop` set meanwhile abandons a slow start.
     timed: requests timed from the start (latency; else from probe.start_timing()).
-    connections: rows and events keyed by the connection each thread served (--mysql, eBPF)."""
+    connections: rows and events keyed by the connection each thread served (--mysql, eBPF).
+    server_names: a containerised server's files named as it names them (False: as paths here)."""
     with backend.open_probe(
         backend_name, pid, record_ring_bytes, stop=stop, timed=timed, connections=connections
     ) as probe:
-        yield Session(probe, pid, layout)
+        yield Session(probe, pid, layout, server_names)

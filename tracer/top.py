@@ -60,6 +60,7 @@ class StreamSink:
         self.group = "file"  # user, connection, query: a block of rows per group after the files
         self.threads: Any = None  # a live_threads.LiveThreads (--mysql): its warning, once
         self.container: dict[str, Any] | None = None  # the server's container, in each JSON line
+        self.tables: dict[str, Any] | None = None  # the kernel tables' sizes (map_sizing), in each JSON line
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
@@ -69,7 +70,7 @@ class StreamSink:
             self.notes.append(warning)
         trains = self._bursts.feed(interval)
         if self._json:
-            write_json(interval, self._out, [t.to_json() for t in trains], self.notes, self.container)
+            write_json(interval, self._out, [t.to_json() for t in trains], self.notes, self.container, self.tables)
             return
         write_text(interval, self._out, self._latency, self.page_cache)
         if self.group in SERVER_GROUPS:
@@ -107,11 +108,13 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
         with open_session(
             options.backend, pid, stop=stop.event, timed=state.latency, connections=threads is not None
         ) as session:
-            datadir[0] = session.layout.datadir
+            datadir[0] = session.shown_datadir
             container = container_identity(pid)  # read again after a restart: a new container id
             sink.container = container.to_json() if container.in_container else None
             where = f" in {container.describe()}" if container.in_container else ""
             sampler = IntervalSampler(session, options.fold_partitions, options.fold_regions)
+            sizes = getattr(session.probe, "map_sizes", None)  # eBPF only
+            sink.tables = sizes.to_json() if sizes is not None else None
             sampler.status = status
             sampler.threads = threads
             if threads is not None:
@@ -132,7 +135,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
                 else " (redo log memory-mapped: not counted)"
             )
             server = session.server() + where + (mapped if note else "")
-            screen = LiveScreen(state, pid, server, session.layout.datadir, console, page_cache[0])
+            screen = LiveScreen(state, pid, server, session.shown_datadir, console, page_cache[0])
             screen.sampler = sampler
             screen.probe = session.probe
             if threads is not None:

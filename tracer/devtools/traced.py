@@ -301,9 +301,15 @@ class IogenRun:
 
 
 def run_iogen_traced(
-    iogen: str, directory: str, args: Sequence[str], interval_s: float = 0.3, ready_timeout_s: float = 10
+    iogen: str,
+    directory: str,
+    args: Sequence[str],
+    interval_s: float = 0.3,
+    ready_timeout_s: float = 10,
+    stop_timeout_s: float = 20,
 ) -> IogenRun:
-    """iogen waits until top has attached, runs, and stays alive for the last drain."""
+    """iogen waits until top has attached, runs, and stays alive for the last drain.
+    stop_timeout_s: for top to print its last intervals and exit after SIGINT."""
     gen = start_iogen(iogen, directory, args, ready_timeout_s=ready_timeout_s)
     top = None
     try:
@@ -315,7 +321,7 @@ def run_iogen_traced(
         gen.stdin.flush()
         expected = read_json_line(gen.stdout, 300, "iogen run")
         time.sleep(interval_s)
-        rest, _ = stop_top(top)
+        rest, _ = stop_top(top, stop_timeout_s)
         intervals = [first, *rest]
         traced = FileTotals()
         for obj in intervals:

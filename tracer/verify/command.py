@@ -55,7 +55,8 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 raise UserError(f"lost the connection to {connector.describe()}: {error_text(exc)}") from None
             return Reading(files, redo, instances)
 
-        with open_session(backend, pid, layout=layout) as session:
+        # compared with performance_schema's names as paths here (`here`), as the layout's
+        with open_session(backend, pid, layout=layout, server_names=False) as session:
             sampler = IntervalSampler(session)
             # on stderr in both modes: the probes are attached, the window starts now
             print(

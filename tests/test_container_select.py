@@ -1,0 +1,86 @@
+"""--pod / --container: which server they select among identities, and the one line said
+when none or several match (the live selection: test_containers.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from mysqlio.container_identity import ContainerIdentity
+from mysqlio.container_select import apply_selectors, select_server
+from mysqlio.errors import UserError
+from mysqlio.root_paths import shown_path
+
+
+def _pods() -> list[tuple[int, ContainerIdentity]]:
+    ids = [os.urandom(32).hex() for _ in range(3)]
+    ids[1] = ids[0][:6] + ids[1][6:]  # two ids alike in their first 6 digits
+    return [
+        (101, ContainerIdentity("containerd", ids[0], "u0", "prod", "mysql-0", "mysql")),
+        (102, ContainerIdentity("containerd", ids[1], "u1", "prod", "mysql-1", "mysql")),
+        (103, ContainerIdentity("docker", ids[2])),
+        (104, ContainerIdentity()),  # on the host
+    ]
+
+
+def test_selects_one_server() -> None:
+    found = _pods()
+    ids = [c.container_id for _, c in found]
+    assert select_server("prod/mysql-1", None, found) == 102
+    assert select_server(None, ids[2], found) == 103  # full id
+    assert select_server(None, ids[0][:7], found) == 101  # the shortest unique prefix
+    assert select_server(None, ids[2][:4].upper(), found) == 103  # as docker ps shows it, any case
+    assert select_server("prod/mysql-0", ids[0][:6], found) == 101  # both: each must match
+
+
+@pytest.mark.parametrize(
+    ("pod", "container", "said"),
+    [
+        (
+            "prod/mysql-9",
+            None,
+            "no mysqld or mariadbd in pod prod/mysql-9; servers running: pid 101 (k8s prod/mysql-0/mysql",
+        ),
+        ("prod/mysql-1", "ffff", "no mysqld or mariadbd in pod prod/mysql-1 and container ffff"),
+        ("mysql-0", None, "--pod wants NAMESPACE/NAME, not 'mysql-0'"),
+        ("prod/a/b", None, "--pod wants NAMESPACE/NAME"),
+        (None, "", "--container wants a container id"),
+    ],
+)
+def test_no_match_is_one_line(pod: str | None, container: str | None, said: str) -> None:
+    with pytest.raises(UserError) as exc:
+        select_server(pod, container, _pods())
+    assert str(exc.value).startswith(said) and "\n" not in str(exc.value), str(exc.value)
+
+
+def test_several_matches_are_named() -> None:
+    found = _pods()
+    prefix = found[0][1].container_id[:6]
+    with pytest.raises(UserError) as exc:
+        select_server(None, prefix, found)
+    message = str(exc.value)
+    assert message.startswith(f"2 servers are in container {prefix}: pid 101 (k8s prod/mysql-0/mysql, container ")
+    assert "pid 102 (k8s prod/mysql-1/mysql" in message and "pid 103" not in message, message
+
+
+def test_selectors_exclude_pid_and_all() -> None:
+    args = argparse.Namespace(pid=5, pod="a/b", container=None)
+    with pytest.raises(UserError, match="instead of -p PID or --all"):
+        apply_selectors(args)
+    args = argparse.Namespace(pid=None, all=True, pod=None, container="ab")
+    with pytest.raises(UserError, match="instead of -p PID or --all"):
+        apply_selectors(args)
+    args = argparse.Namespace(pid=7, pod=None, container=None)
+    apply_selectors(args)  # no selector: -p stays
+    assert args.pid == 7
+
+
+def test_shown_path() -> None:
+    """Under /proc/PID/root: the server's own name; a chroot's directory here is kept."""
+    assert shown_path("/proc/42/root/var/lib/mysql/ibdata1", "/proc/42/root") == "/var/lib/mysql/ibdata1"
+    assert shown_path("/proc/42/root", "/proc/42/root") == "/"
+    assert shown_path("/proc/42/rootless/x", "/proc/42/root") == "/proc/42/rootless/x"
+    assert shown_path("/srv/jail/var/lib/mysql/x", "/srv/jail") == "/srv/jail/var/lib/mysql/x"
+    assert shown_path("/var/lib/mysql/x", "") == "/var/lib/mysql/x"

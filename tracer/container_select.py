@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-import psutil
-
 from .container_identity import ContainerIdentity, container_identity
 from .errors import UserError
-from .target import SERVER_NAMES
 
 COMMANDS = ("top", "record", "exporter", "doctor")  # the commands that take the selectors
 
@@ -40,6 +37,12 @@ def apply_selectors(args: argparse.Namespace) -> None:
 
 def servers() -> list[tuple[int, ContainerIdentity]]:
     """Every running mysqld / mariadbd with its container identity."""
+    # imported here: the CLI imports this module, and `mysqlio stap-build` runs in build
+    # roots that have Python's standard library only (tools/build_roots.py)
+    import psutil
+
+    from .target import SERVER_NAMES
+
     found = []
     for proc in psutil.process_iter(["name"]):
         if proc.info["name"] in SERVER_NAMES:

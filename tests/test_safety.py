@@ -84,10 +84,14 @@ def test_kill_9_leaves_no_probe_attached(bpf_ready: None, tmp_path: Path, comman
 FILES = abi.STATS_CELLS + abi.MAX_FILE_OPS + 8000  # more rows than both hold together
 
 
-def test_map_pressure_counts_overflow_without_misattribution(bpf_ready: None, tmp_path: Path) -> None:
+def test_map_pressure_counts_overflow_without_misattribution(
+    bpf_ready: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """More files in one interval than the kernel's stats table and hash map hold
     (16,384 rows each): overflow is counted and shown as lost events; every file
-    that was counted has exactly its own bytes."""
+    that was counted has exactly its own bytes. The tables keep their compiled sizes
+    (no growth budget): sized from a process's open-files limit, they would hold them all."""
+    monkeypatch.setenv("MYSQLIO_MAP_BUDGET_MIB", "0")
     script = (
         "import os, sys\n"
         "d = sys.argv[1]\n"

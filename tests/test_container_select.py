@@ -4,7 +4,6 @@ when none or several match (the live selection: test_containers.py)."""
 from __future__ import annotations
 
 import argparse
-import os
 
 import pytest
 

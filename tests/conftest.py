@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,18 +62,36 @@ def server_roots() -> dict[str, str]:
     return dict(json.loads(res.stdout))
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the SystemTap module builds of test_stap_live's kernels now, in the background
-    (about 10 min of compiles and root builds that would otherwise wait in its setup)."""
-    aliases = {
-        item.callspec.params["live"]
-        for item in session.items
-        if item.module is not None
-        and item.module.__name__ == "test_stap_live"
-        and hasattr(item, "callspec")
-        and "live" in item.callspec.params
-    }
-    if aliases and os.geteuid() == 0 and not session.config.option.collectonly:
-        next(i for i in session.items if i.module.__name__ == "test_stap_live").module.start_prebuilds(
-            tuple(sorted(aliases))
+def _params(session: pytest.Session, module: str, name: str) -> tuple[str, ...]:
+    """The values of parameter `name` among the selected tests of `module`."""
+    return tuple(
+        sorted(
+            {
+                item.callspec.params[name]
+                for item in session.items
+                if item.module is not None
+                and item.module.__name__ == module
+                and hasattr(item, "callspec")
+                and name in item.callspec.params
+            }
         )
+    )
+
+
+def _module(session: pytest.Session, name: str) -> Any:
+    return next((i.module for i in session.items if i.module is not None and i.module.__name__ == name), None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the emulated guests' runs now, in tests/guest_lane.py's background lane, in the
+    order the tests ask for them (the kernel matrix, the lockdown guest, the SystemTap
+    guests), and the SystemTap module builds in two more threads (about 10 min of compiles
+    and root builds that would otherwise wait in test_stap_live's setup)."""
+    if os.geteuid() != 0 or session.config.option.collectonly:
+        return
+    if matrix := _params(session, "test_kernel_matrix", "alias"):
+        _module(session, "test_kernel_matrix").start_guests(matrix)
+    if lockdown := _module(session, "test_lockdown_guest"):
+        lockdown.start_guests()
+    if stap := _params(session, "test_stap_live", "live"):
+        _module(session, "test_stap_live").start_guests(stap)

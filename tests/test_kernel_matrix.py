@@ -17,18 +17,23 @@ output to RELEASE.log, its console to RELEASE.console); `python3 tools/compat_ta
 them into docs/compatibility.md.
 
 Never skipped: without root, the BPF object, iogen, qemu or the registry, these fail.
-One kernel: `.venv/bin/pytest -v tests/test_kernel_matrix.py -k 6.1` (-s shows the guest live).
+The guests run one after another in tests/guest_lane.py's background lane from the start of
+the session (their output: build/matrix/RELEASE.log); each test takes its kernel's result.
+One kernel: `.venv/bin/pytest -v tests/test_kernel_matrix.py -k 6.1`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+import guest_lane
 import pytest
 from compat_table import known_limits
 from guest import first_kernel_report, guest_failure_text, run_in_guest
@@ -148,8 +153,9 @@ def _replace_result(out: Path, fresh: Path, **extra: object) -> dict:
     return result
 
 
-@pytest.mark.parametrize("alias", KERNELS)
-def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
+def guest_run(alias: str) -> dict:
+    """Boot the kernel, run tools/matrix_guest.py in it, keep its files: the run's result.
+    Runs in tests/guest_lane.py's background lane from the start of the session."""
     t0 = time.monotonic()
     try:
         kernel = ensure_kernel(alias)
@@ -166,7 +172,6 @@ def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
         timeout_s=GUEST_TIMEOUT_S,
         rwdirs=[RESULTS],
         cwd=REPO,
-        stream=sys.stderr,
     )
     (RESULTS / f"{kernel.release}.log").write_text(res.output)
     (RESULTS / f"{kernel.release}.console").write_text(res.vng_output)
@@ -179,6 +184,19 @@ def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
     assert not report, f"{kernel.release}: the kernel reported a problem on its console:\n{report}"
     result = _replace_result(out, fresh, guest_seconds=round(res.seconds, 1))
     assert result["kernel"]["release"] == kernel.release
+    return result
+
+
+def start_guests(aliases: Sequence[str]) -> None:
+    """conftest's hook: the selected kernels' guest runs, queued in the background lane."""
+    for alias in KERNELS:
+        if alias in aliases:
+            guest_lane.submit(f"matrix {alias}", functools.partial(guest_run, alias))
+
+
+@pytest.mark.parametrize("alias", KERNELS)
+def test_kernel_exact(bpf_ready: None, iogen: Path, alias: str) -> None:
+    result = guest_lane.result(f"matrix {alias}", functools.partial(guest_run, alias))
     map_calls_as_the_kernel_preempts(result)
     bad = not_exact(result)
     assert not bad, _explain(result, bad)

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import errno
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+import guest_lane
 import pytest
 from guest import first_kernel_report, guest_failure_text, run_in_guest
 from kernels import KernelFetchError, ensure_kernel
@@ -64,8 +64,9 @@ def assert_ready(stage: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return checks
 
 
-@pytest.fixture(scope="module")
-def lockdown_run(bpf_ready: None) -> dict[str, Any]:
+def guest_run() -> dict[str, Any]:
+    """Boot, raise the stages, keep the log: the guest script's result. Runs in
+    tests/guest_lane.py's background lane from the start of the session."""
     try:
         kernel = ensure_kernel(ALIAS, headers=True)
     except KernelFetchError as e:
@@ -79,7 +80,6 @@ def lockdown_run(bpf_ready: None) -> dict[str, Any]:
         timeout_s=GUEST_TIMEOUT_S,
         rwdirs=[RESULTS],
         cwd=REPO,
-        stream=sys.stderr,
     )
     (RESULTS / f"{kernel.release}.log").write_text(res.output)
     print(f"lockdown guest on {kernel.release}: {res.seconds:.0f} s, exit {res.returncode}")
@@ -89,6 +89,16 @@ def lockdown_run(bpf_ready: None) -> dict[str, Any]:
     result = json.loads(out.read_text())
     assert result["kernel"] == kernel.release
     return result
+
+
+def start_guests() -> None:
+    """conftest's hook: the guest run, queued in the background lane."""
+    guest_lane.submit("lockdown", guest_run)
+
+
+@pytest.fixture(scope="module")
+def lockdown_run(bpf_ready: None) -> dict[str, Any]:
+    return guest_lane.result("lockdown", guest_run)
 
 
 def test_no_lockdown(lockdown_run: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mysqlio import abi, map_sizing
-from mysqlio.devtools.traced import assert_exact, assert_one_line_error, run_iogen_traced
+from mysqlio.devtools.traced import IogenRun, assert_exact, assert_one_line_error, run_iogen_traced
 
 ROUNDS = 2
 # top names and prints every file of each interval: at 64k rows an interval takes it seconds
@@ -28,10 +28,9 @@ def many_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("many")
 
 
-@pytest.mark.parametrize(("files", "threads"), [(19_000, 1), (16_000, 4)])
-def test_many_files_exact(bpf_ready: None, iogen: Path, many_dir: Path, files: int, threads: int) -> None:
-    args = ["--scenario", "many", "--files", str(files), "--threads", str(threads), "--period", "1"]
-    run = run_iogen_traced(
+def traced_many(iogen: Path, many_dir: Path, args: list[str]) -> IogenRun:
+    """iogen's many-files scenario for ROUNDS periods, traced by top at 1 s intervals."""
+    return run_iogen_traced(
         str(iogen),
         str(many_dir),
         [*args, "--seconds", str(ROUNDS)],
@@ -39,6 +38,12 @@ def test_many_files_exact(bpf_ready: None, iogen: Path, many_dir: Path, files: i
         ready_timeout_s=120,
         stop_timeout_s=STOP_S,
     )
+
+
+@pytest.mark.parametrize(("files", "threads"), [(19_000, 1), (16_000, 4)])
+def test_many_files_exact(bpf_ready: None, iogen: Path, many_dir: Path, files: int, threads: int) -> None:
+    args = ["--scenario", "many", "--files", str(files), "--threads", str(threads), "--period", "1"]
+    run = traced_many(iogen, many_dir, args)
     # iogen's own count: every request it made, one page each
     written = run.expected["files"]
     assert len(written) == files
@@ -59,14 +64,7 @@ def test_drained_mid_interval_when_the_budget_is_short(
     monkeypatch.setenv("MYSQLIO_STATS_CELLS", "1")
     files, threads = 4_500, 4
     args = ["--scenario", "many", "--files", str(files), "--threads", str(threads), "--stagger", "--period", "1"]
-    run = run_iogen_traced(
-        str(iogen),
-        str(many_dir),
-        [*args, "--seconds", str(ROUNDS)],
-        interval_s=1.0,
-        ready_timeout_s=120,
-        stop_timeout_s=STOP_S,
-    )
+    run = traced_many(iogen, many_dir, args)
     tables = run.intervals[0]["tables"]
     assert tables["entries"]["stats"] < files * threads
     assert tables["stats_wanted"] > tables["entries"]["stats"]

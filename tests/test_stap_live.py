@@ -39,6 +39,7 @@ Like every test marked bpf, these fail, never skip, when they cannot run.
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import json
 import os
@@ -55,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import guest_lane
 import pytest
 
 from mysqlio.devtools.traced import COUNTERS, IOGEN_SCENARIOS, FileTotals, read_json_line, start_iogen, start_top
@@ -594,7 +596,20 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         pytest.fail("the live SystemTap tests need root (kernel headers, guests)")
     if not os.access(REPO / "tools" / "iogen", os.X_OK):
         pytest.fail("tools/iogen is not built (make setup)")
-    return live_run(request.param, tmp_path_factory.mktemp("stap-live"))
+    return guest_lane.result(
+        f"stap {request.param}", functools.partial(live_run, request.param, tmp_path_factory.mktemp("stap-live"))
+    )
+
+
+def start_guests(aliases: tuple[str, ...]) -> None:
+    """conftest's hook: the module builds started, and each selected kernel's live run queued
+    in tests/guest_lane.py's background lane (after the kernel matrix's guests)."""
+    start_prebuilds(aliases)
+    for alias in KERNELS:
+        if alias in aliases:
+            share = Path(tempfile.mkdtemp(prefix=f"mysqlio-stap-live-{alias}-"))
+            atexit.register(shutil.rmtree, share, ignore_errors=True)
+            guest_lane.submit(f"stap {alias}", functools.partial(live_run, alias, share))
 
 
 def test_guest_ran_the_prebuilt_module(live: LiveRun) -> None:

@@ -340,20 +340,50 @@ def test_exporter_keeps_two_pods_apart_and_follows_a_restart(
 @pytest.mark.mariadb
 def test_top_names_the_container(bpf_ready: None, pods: list[Served]) -> None:
     """`top --json` carries the container (its identity as read here), the line that
-    starts tracing names the pod."""
-    db = pods[0][0]
-    res = subprocess.run(
-        [sys.executable, "-m", "mysqlio", "top", "-p", str(db.pid), "--json", "-n", "1", "-i", "0.3"],
-        capture_output=True,
+    starts tracing names the pod. `verify`, beside it under a second of load, names the
+    files as top does: the server's own paths, never /proc/PID/root/..."""
+    db, bench = pods[0]
+    verify = subprocess.Popen(
+        [sys.executable, "-m", "mysqlio", "verify", "-p", str(db.pid), "-d", "2", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
-        check=False,
     )
+    try:
+        assert verify.stderr is not None
+        attached = attached_line(verify.stderr)
+        assert attached.startswith("mysqlio: comparing with performance_schema"), attached
+        bench.start(LOAD_S)
+        res = subprocess.run(
+            [sys.executable, "-m", "mysqlio", "top", "-p", str(db.pid), "--json", "-n", "1", "-i", "0.3"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        bench.wait(timeout_s=LOAD_S + 60)
+        verify_out, verify_err = verify.communicate(timeout=60)
+    finally:
+        if verify.poll() is None:
+            verify.kill()
+            verify.wait()
     assert res.returncode == 0, res.stderr
     line = json.loads(res.stdout.splitlines()[0])
     assert line["pid"] == db.pid and line["container"] == container_identity(db.pid).to_json()
     assert line["container"]["id"] == db.container_id and line["container"]["pod"] == db.pod.name
     assert f"(mariadbd in k8s {NAMESPACE}/{db.pod.name}/{db.pod.container})" in res.stderr, res.stderr
+    # verify: 0 agree, 1 differ or too little to judge in 2 s; either way one JSON object
+    assert verify.returncode in (0, 1) and "Traceback" not in verify_err, verify_err
+    result = json.loads(verify_out)
+    named = [(r["path"], r["name"], r["note"]) for r in result["files"]]
+    named += [(f["path"], f["name"], "") for f in result["mapped"]]
+    assert any(path == f"{DATADIR}/ib_logfile0" for path, _, _ in named), named
+    for path, name, note in named:
+        assert path.startswith("/") and not path.startswith("/proc/"), path
+        if path.startswith(DATADIR + "/"):
+            assert name == path.removeprefix(DATADIR + "/"), (path, name)
+            assert "deleted" in note or os.path.exists(_host_file(db, path)), (path, note)
+    assert result["redo"] is None or result["redo"]["files"] == [f"{DATADIR}/ib_logfile0"], result["redo"]
 
 
 def _mysqlio(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:

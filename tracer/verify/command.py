@@ -19,7 +19,7 @@ from ..sampling import IntervalSampler
 from ..session import choose_target, open_session
 from .compare import MIN_BYTES, TOLERANCE, MappedFile, compare, redo_reference, relative_to_datadir, verdict
 from .pfs import LOST_STATUS, REDO_STATUS, check_performance_schema, read_file_summary, server_paths, status_value
-from .result import VerifyResult, write_text
+from .result import VerifyResult, shown_names, write_text
 from .window import Reading, measure_window
 
 VERIFY_TIMEOUT_S = 10.0  # file_summary_by_instance of a server with many tables takes a while
@@ -68,8 +68,12 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         lost_after = status_value(conn, LOST_STATUS) or 0
     finally:
         conn.close()
+    rows = compare(window, datadir, classifier.kind, mapped={f.path for f in mapped})
+    redo = redo_reference(window, rows, mapped)
+    # compared as paths here; shown as the server names its files, as top shows them (a
+    # container's /proc/PID/root/... is no name its DBA knows, and changes with each restart)
+    rows, mapped, redo = shown_names(rows, mapped, redo, layout.root)
     mapped_paths = {f.path for f in mapped}
-    rows = compare(window, datadir, classifier.kind, mapped=mapped_paths)
     rowless = [
         r.name
         for r in rows
@@ -88,7 +92,7 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         endpoint=connector.endpoint.describe(),
         window=window,
         rows=rows,
-        redo=redo_reference(window, rows, mapped),
+        redo=redo,
         verdict=verdict(rows, window.lost_events, MIN_BYTES, TOLERANCE, [f.name for f in mapped]),
         warnings=warnings,
         mapped=mapped,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
+from ..root_paths import shown_path
 from ..units import printable
 from .compare import MIN_BYTES, TOLERANCE, Comparison, MappedFile, RedoReference, Verdict, mapped_statement
 from .pfs import REDO_STATUS
@@ -51,6 +52,18 @@ class VerifyResult:
             "warnings": self.warnings,
             "explanation": EXPLANATION,
         }
+
+
+def shown_names(
+    rows: list[Comparison], mapped: list[MappedFile], redo: RedoReference | None, root: str
+) -> tuple[list[Comparison], list[MappedFile], RedoReference | None]:
+    """The result's paths as the server names them (root_paths.shown_path of the server's
+    root here, layout.host_root): names relative to the datadir stay."""
+    rows = [replace(r, path=shown_path(r.path, root), name=shown_path(r.name, root)) for r in rows]
+    mapped = [replace(f, path=shown_path(f.path, root), name=shown_path(f.name, root)) for f in mapped]
+    if redo is not None:
+        redo = replace(redo, files=[shown_path(p, root) for p in redo.files])
+    return rows, mapped, redo
 
 
 def _pct(value: float | None) -> str:

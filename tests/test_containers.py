@@ -415,10 +415,10 @@ def test_selectors_and_the_servers_own_paths(bpf_ready: None, pods: list[Served]
         text=True,
     )
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    top = subprocess.Popen(
-        [*cli, "top", "--pod", f"{NAMESPACE}/{db.pod.name}", "--json", "-n", "6", "-i", "0.5"], **pipes
-    )
-    record = subprocess.Popen([*cli, "record", "--container", db.container_id, "-d", "3", "-o", trace_file], **pipes)
+    # top and record run until the load is over (stopped with SIGINT, as by Ctrl-C): on a
+    # loaded machine the three attaches can outlast a fixed -n or -d window
+    top = subprocess.Popen([*cli, "top", "--pod", f"{NAMESPACE}/{db.pod.name}", "--json", "-i", "0.5"], **pipes)
+    record = subprocess.Popen([*cli, "record", "--container", db.container_id, "-o", trace_file], **pipes)
     try:
         labels = {"namespace": NAMESPACE, "pod": db.pod.name, "container": db.pod.container}
         for proc, said in (
@@ -440,6 +440,8 @@ def test_selectors_and_the_servers_own_paths(bpf_ready: None, pods: list[Served]
         written = m.by_path("mysqlio_file_write_bytes_total")
         info = m.samples["mysqlio_target_info"][0][0]
         assert info["datadir"] == DATADIR, info
+        for proc in (top, record):
+            proc.send_signal(signal.SIGINT)
         top_out, top_err = top.communicate(timeout=60)
         _, record_err = record.communicate(timeout=60)
     finally:

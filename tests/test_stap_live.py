@@ -430,6 +430,18 @@ def judge(alias: str, release: str, guest: dict[str, Any], directory: str) -> Li
             f"losses shown: {', '.join(f'{k} {v}' for k, v in sorted(losses.items()))} in lost_events; "
             f"hot.dat {c['hot'][0]} of {c['hot'][1]} writes, {len(c['spread_wrong'])} of {SPREAD_FILES} files short"
         )
+    elif (
+        c["top_exit"] != 0
+        and OVERLOAD_SAID in c["top_stderr"]
+        and c["hot"][0] <= c["hot"][1]
+        and all(n < SPREAD_ROUNDS for n in c.get("wrong_counts", [SPREAD_ROUNDS]))
+    ):
+        # stap's overload protection ended the session, and top said so (docs/systemtap.md):
+        # counts short, never over
+        run.verdicts["contention"] = (
+            f"{OVERLOAD_STOP}top exit {c['top_exit']} with stap's message; "
+            f"hot.dat {c['hot'][0]} of {c['hot'][1]} writes counted until then"
+        )
     else:
         run.verdicts["contention"] = (
             f"differs: top exit {c['top_exit']}, hot.dat {c['hot'][0]} of {c['hot'][1]} writes, "
@@ -639,6 +651,9 @@ def test_writes_over_interval_boundaries_are_exact(live: LiveRun) -> None:
 # transport dropped, and probe runs it skipped (a probe's lock not taken in time). Both
 # seen on 5.10 under emulation; a fresh CI run of 2026-11-30 had 1 skipped and 2 dropped.
 STAP_SHOWN_LOSSES = ("skipped_probes", "transport_failures")
+# stap's overload protection (its message, as mysqlio shows it), and the contention verdict then
+OVERLOAD_SAID = "ERROR: probe overhead ("
+OVERLOAD_STOP = "stopped by stap's overload protection, said: "
 
 
 def only_stap_losses_shown(verdict: str) -> bool:
@@ -663,8 +678,12 @@ def test_busy_writers_and_big_flushes_lose_nothing_silently(live: LiveRun) -> No
     """Two threads writing flat out, one of them to 300 files (300 rows a flush): every flush
     answered (the single locked aggregate starved flushes here), every write counted, or, where
     stap lost some (STAP_SHOWN_LOSSES), the counts only short and the intervals that lost them
-    saying so in lost_events."""
+    saying so in lost_events; or stap's overload protection ended the session and top said so
+    in stap's words (the guest's vCPUs starved by a busy host: a probe descheduled midway
+    counts its wait as probe time; seen once on 6.12 at host load 12)."""
     verdict = live.verdicts["contention"]
+    if verdict.startswith(OVERLOAD_STOP):
+        return
     assert verdict == "exact" or only_stap_losses_shown(verdict), verdict
     assert live.guest["contention"]["max_files_in_an_interval"] >= 100
 

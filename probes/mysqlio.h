@@ -48,6 +48,9 @@ enum mio_op {
 	/* page cache (bytes = page-cache bytes; ops = folios / bios) */
 	MIO_DIRTY = 6,     /* pages of the file went clean -> dirty (the traced process) */
 	MIO_WRITEBACK = 7, /* the file's page cache written to its device, for `by` */
+	/* bytes read from its device into the file's page cache (bytes = bios' bytes, ops = bios) */
+	MIO_DISK_READ = 8, /* a read bio not marked readahead (a page's own read, ->read_folio) */
+	MIO_READAHEAD = 9, /* a read bio of the kernel's readahead (REQ_RAHEAD) */
 };
 
 enum mio_api {

@@ -14,6 +14,9 @@
  * caused by the server's request in progress in that task (fsync, msync...)
  * or by the kernel flusher, whose reason writeback:writeback_start gives.
  *
+ * Reads: a read bio of a server file's pages is a MIO_DISK_READ row, or
+ * MIO_READAHEAD when the kernel's readahead queued it (REQ_RAHEAD).
+ *
  * Devices: the bios' bytes split by owner (server files, server direct I/O,
  * filesystem, other), cumulative: userspace takes deltas. What each device
  * completed (requests after merging) is the kernel's own count, which userspace
@@ -497,6 +500,35 @@ static __always_inline void writeback_cause(struct file_op_key *key, const bool 
 		key->by = MIO_BY_OTHER;
 }
 
+/* Who queued a read bio of a server file: a thread of the server (its own
+ * read, or its io_uring worker's), else the kernel (tid 0: another process's
+ * read of the file, or a kernel thread's). */
+static __always_inline void read_cause(struct file_op_key *key)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	key->by = MIO_BY_NONE;
+	if (!is_target_tgid(id >> 32)) {
+		key->tid = 0;
+		key->api = MIO_API_KERNEL;
+		return;
+	}
+	key->tid = (__u32)id;
+	key->conn = conn_of((__u32)id);
+	key->api = task_flags() & PF_IO_WORKER ? MIO_API_IO_URING : MIO_API_SYSCALL;
+}
+
+/* REQ_RAHEAD in a bio's bi_opf: the readahead paths (mpage_readahead,
+ * ext4_mpage_readpages, iomap_readahead) set it on each bio they submit, a
+ * page's single read (->read_folio / ->readpage) does not. Its bit number
+ * moved with the flags before it: taken from the kernel's enum (CO-RE). */
+static __always_inline __u64 req_rahead(void)
+{
+	if (!bpf_core_enum_value_exists(enum req_flag_bits, __REQ_RAHEAD))
+		return 0;
+	return 1ULL << bpf_core_enum_value(enum req_flag_bits, __REQ_RAHEAD);
+}
+
 /* ---- block devices ---- */
 
 static __always_inline void add_dev(__u32 dev, __u8 dir, __u8 owner, __u64 bytes, const bool cas)
@@ -704,14 +736,20 @@ static __always_inline int on_bio(struct bio *bio, const bool cas, const bool ca
 	 * device-mapper clone) are the server's bytes on that disk too, but no second
 	 * writeback. (A filesystem on an anonymous device, major 0 as btrfs, cannot
 	 * be told from its lower devices: each of its bios counts.) */
-	if (owner == MIO_OWNER_SERVER_FILE && dir == MIO_DIR_WRITE &&
-	    (id.dev == part_dev || !(id.dev >> 20))) {
-		key.ino = id.ino;
-		key.dev = id.dev;
+	if (owner != MIO_OWNER_SERVER_FILE || (id.dev != part_dev && (id.dev >> 20)))
+		return 0;
+	key.ino = id.ino;
+	key.dev = id.dev;
+	if (dir == MIO_DIR_WRITE) {
 		key.op = MIO_WRITEBACK;
 		writeback_cause(&key, cast);
-		ACCOUNT_PAGE_CACHE(cas, &key, bytes, pf.offset);
+	} else {
+		/* a read into the file's page cache: the same condition, as a loop
+		 * device's direct I/O reads into the upper file's pages again */
+		key.op = (bio->bi_opf & req_rahead()) ? MIO_READAHEAD : MIO_DISK_READ;
+		read_cause(&key);
 	}
+	ACCOUNT_PAGE_CACHE(cas, &key, bytes, pf.offset);
 	return 0;
 }
 

@@ -90,6 +90,8 @@ def test_the_header_constants_reach_python() -> None:
         "MSYNC",
         "DIRTY",
         "WRITEBACK",
+        "DISK_READ",
+        "READAHEAD",
     ]
     assert ctypes.sizeof(abi.Event) == 56 and ctypes.sizeof(abi.FileName) == 400
 

@@ -86,6 +86,7 @@ def test_bench_smoke(bpf_ready: None, iogen: Path, tmp_path: Path) -> None:
         *PAGE_CACHE_ROWS,
         "pwrite64 flat out (1 thread, tmpfs) under record-raw",
         "getppid (no tracer hooks it) while a tracer traces another process, under top-raw",
+        "scale: top --json -i 1 at 19,000 files x 1 thread",  # tools/bench_scale.py
     ):
         assert scenario in table, f"{scenario!r} missing from the benchmark table"
     # a smoke run's TPS windows: the first workload only (bench_server.chosen_workloads)

@@ -28,7 +28,7 @@ from rich.console import Console
 
 from mysqlio import latency
 from mysqlio.abi import LATENCY_UNKNOWN
-from mysqlio.devtools.traced import COUNTERS, PAGE_CACHE_COUNTERS, assert_one_line_error
+from mysqlio.devtools.traced import COUNTERS, DISK_READ_COUNTERS, PAGE_CACHE_COUNTERS, assert_one_line_error
 from mysqlio.events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
 from mysqlio.filters import Filters
 from mysqlio.latency import percentile
@@ -190,9 +190,9 @@ KDEV2 = (253 << 20) | 0
 START = 123_000_000_000
 
 
-_BYTES_OPS = [OP_NAMES.index(op) for op in ("write", "read", "dirty", "writeback")]
+_BYTES_OPS = [OP_NAMES.index(op) for op in ("write", "read", "dirty", "writeback", "disk_read", "readahead")]
 _SYNC_OPS = [OP_NAMES.index(op) for op in ("fsync", "fdatasync", "sync_file_range", "msync")]
-_PAGE_CACHE_OPS = [OP_NAMES.index("dirty"), OP_NAMES.index("writeback")]
+_PAGE_CACHE_OPS = [OP_NAMES.index(op) for op in ("dirty", "writeback", "disk_read", "readahead")]
 _WRITEBACK = OP_NAMES.index("writeback")
 _KERNEL_API = API_NAMES.index("kernel")
 
@@ -260,6 +260,9 @@ def brute_force(e: np.ndarray, files: dict, key_of: Any) -> dict[Any, dict[str, 
         elif op == "writeback":
             c["writeback_bytes"] += res
             c[f"wb_{BY_NAMES[row['by']]}"] += res
+        elif op in ("disk_read", "readahead"):  # readahead is read from the disk too
+            c["disk_read_bytes"] += res
+            c["readahead_bytes"] += res if op == "readahead" else 0
         else:
             c[f"{op}_ops"] += 1
             c["sync_ops"] += 1
@@ -268,7 +271,7 @@ def brute_force(e: np.ndarray, files: dict, key_of: Any) -> dict[Any, dict[str, 
 
 def page_cache_of(counts: dict[str, int]) -> dict[str, int]:
     """The page-cache counters of a report row (or of brute_force's), causes as wb_<cause>."""
-    row = {c: counts.get(c, 0) for c in PAGE_CACHE_COUNTERS}
+    row = {c: counts.get(c, 0) for c in (*PAGE_CACHE_COUNTERS, *DISK_READ_COUNTERS)}
     row.update({f"wb_{cause}": n for cause, n in counts.get("writeback_by", {}).items()})
     row.update({k: v for k, v in counts.items() if k.startswith("wb_") and v})
     return row
@@ -304,6 +307,9 @@ def test_round_trip_totals_are_exact(tmp_path: Path) -> None:
     assert totals["writeback_bytes"] == int(res[e["op"] == _WRITEBACK].sum()) > 0
     assert set(totals["writeback_by"]) == set(BY_NAMES[1:])
     assert sum(totals["writeback_by"].values()) == totals["writeback_bytes"]
+    readahead = int(res[e["op"] == OP_NAMES.index("readahead")].sum())
+    assert totals["readahead_bytes"] == readahead > 0
+    assert totals["disk_read_bytes"] == int(res[e["op"] == OP_NAMES.index("disk_read")].sum()) + readahead > readahead
     assert totals["errors"] == int((~ok).sum())
     assert obj["events"] == obj["events_in_trace"] == len(e)
     assert obj["lost_events"] == 99 and obj["complete"] and obj["duration_s"] == 6.0

@@ -600,6 +600,8 @@ SCENARIOS: dict[str, Callable[[Suite], None]] = {
     "soak": bench_soak,
     # the page-cache hooks on and off, a server on a real block device (tools/bench_pagecache.py)
     "pagecache": lambda s: __import__("bench_pagecache").bench_pagecache(s),
+    # top at thousands of active files, iogen's scenario many (tools/bench_scale.py)
+    "scale": lambda s: __import__("bench_scale").bench_scale(s),
 }
 
 
@@ -614,6 +616,7 @@ FIXED_ESTIMATE_S = {
     "report": (60, 10),
     "soak": (650, 0),
     "pagecache": (620, 60),
+    "scale": (100, 20),
 }
 
 

@@ -22,6 +22,9 @@
  * otherwise, e.g. when something else wrote the pages back first. Run them on
  * a quiet block-backed filesystem (not tmpfs, which has no writeback).
  *
+ * coldread (on request): reads from the disk and from the page cache, per file;
+ * see sc_coldread.
+ *
  * pc_existing (pc_fsync on an existing file opened O_TRUNC) and read_existing
  * (an existing file read whole) need the caller to have put their file in
  * --dir: on overlayfs, a lower layer's file, copied up for pc_existing. On
@@ -77,6 +80,8 @@ struct file {
 	long long fsync_ops, fdatasync_ops, sfr_ops, msync_ops, errors;
 	bool pc;		/* page-cache expectations below are printed */
 	long long dirtied_bytes, writeback_bytes, writeback_by[WB_NCAUSES];
+	bool rd;		/* read expectations below are printed (coldread) */
+	long long disk_read_bytes, direct_read_bytes;
 };
 
 static struct file files[MAX_FILES];
@@ -86,6 +91,7 @@ static const char *scen = "setup";	/* current scenario, for messages */
 static char *buf, *rbuf;		/* aligned write / read buffers */
 static int unlinked_fd = -1;		/* kept open until exit */
 static double rate_elapsed = -1;
+static long long proc_io_read = -1;	/* coldread: /proc/self/io read_bytes over its reads */
 
 static long page_size;			/* sysconf(_SC_PAGESIZE) */
 
@@ -1156,6 +1162,93 @@ static void sc_read_existing(void)
 	xclose(fd);
 }
 
+/*
+ * coldread: reads from the disk, per file. coldread.dat (COLD_PAGES pages, written and
+ * fsynced, its clean pages then dropped with POSIX_FADV_DONTNEED) read whole, sequentially
+ * and buffered: every byte from the disk (readahead included; a whole number of pages, so
+ * no block past EOF); then again: every byte from the page cache. coldread_direct.dat
+ * (DIRECT_PAGES, written and fsynced) read whole with O_DIRECT: from the disk, outside the
+ * page cache. "disk_read_bytes" is what the file's page cache read from its device;
+ * "direct_read_bytes" what O_DIRECT reads read; "proc_io_read_bytes" the kernel's own
+ * /proc/self/io read_bytes over the reads (bios this process submitted). Where cachestat(2)
+ * exists the file must be uncached before its cold read and wholly cached after.
+ */
+#define COLD_PAGES	256
+#define DIRECT_PAGES	64
+#define COLD_CHUNK	(64 * 1024)
+
+static long long proc_read_bytes(void)
+{
+	char line[256];
+	long long v = -1;
+	FILE *io = fopen("/proc/self/io", "r");
+
+	if (!io)
+		die("/proc/self/io");
+	while (fgets(line, sizeof(line), io))
+		if (sscanf(line, "read_bytes: %lld", &v) == 1)
+			break;
+	fclose(io);
+	if (v < 0)
+		fail("/proc/self/io: no read_bytes");
+	return v;
+}
+
+static void cached_check(int fd, long long pages, const char *when)
+{
+	struct pc_cachestat cs;
+
+	if (pc_stat(fd, &cs) && cs.nr_cache != (uint64_t)pages)
+		fail("%s: cachestat: %llu cached pages, expected %lld", when,
+		     (unsigned long long)cs.nr_cache, pages);
+}
+
+/* Read @fd from offset 0 to EOF in @chunk-byte reads (the last one returns 0). */
+static void read_whole(struct file *f, int fd, size_t chunk)
+{
+	off_t off = 0;
+	long n;
+
+	while ((n = ok(f, OP_READ, pread(fd, rbuf, chunk, off), "pread64")) > 0)
+		off += n;
+}
+
+static void sc_coldread(void)
+{
+	struct file *f, *d;
+	long long io0;
+	int fd = pc_open(&f, "coldread.dat"), dfd;
+
+	f->rd = true;
+	pc_write_pages(f, fd, 0, COLD_PAGES);
+	ok(f, OP_FSYNC, fsync(fd), "fsync");
+	pc_written(f, COLD_PAGES, WB_FSYNC);
+	if ((errno = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)))
+		die("posix_fadvise");
+	cached_check(fd, 0, "before the cold read");
+
+	dfd = pc_open(&d, "coldread_direct.dat");
+	d->rd = true;
+	pc_write_pages(d, dfd, 0, DIRECT_PAGES);
+	ok(d, OP_FSYNC, fsync(dfd), "fsync");
+	pc_written(d, DIRECT_PAGES, WB_FSYNC);
+	xclose(dfd);
+	dfd = open(d->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (dfd < 0)
+		die("open O_DIRECT");
+
+	io0 = proc_read_bytes();
+	read_whole(f, fd, COLD_CHUNK);
+	f->disk_read_bytes = (long long)COLD_PAGES * page_size;
+	cached_check(fd, COLD_PAGES, "after the cold read");
+	read_whole(f, fd, COLD_CHUNK);	/* warm: nothing more from the disk */
+	read_whole(d, dfd, COLD_CHUNK);
+	d->direct_read_bytes = (long long)DIRECT_PAGES * page_size;
+	proc_io_read = proc_read_bytes() - io0;
+	xclose(dfd);
+	xclose(fd);
+}
+
 /* Small writes into one page: the page is dirtied once, written back whole. */
 static void sc_pc_small(void)
 {
@@ -1461,6 +1554,7 @@ static const struct scenario {
 	{ "pc_periodic", sc_pc_periodic, true },
 	{ "pc_existing", sc_pc_existing, true },
 	{ "read_existing", sc_read_existing, true },
+	{ "coldread", sc_coldread, true },
 	{ "many", sc_many, true },
 #undef SC
 };
@@ -1530,6 +1624,8 @@ static void print_json(void)
 	}
 	if (lat_ran)
 		print_lat_json();
+	if (proc_io_read >= 0)
+		printf(", \"proc_io_read_bytes\": %lld", proc_io_read);
 	printf(", \"files\": [");
 	for (i = 0; i < nr_files; i++) {
 		print_file_json(&files[i], sep);
@@ -1555,6 +1651,9 @@ static void print_file_json(const struct file *f, const char *sep)
 	       f->errors);
 	if (f->pc)
 		print_pc_json(f);
+	if (f->rd)
+		printf(", \"disk_read_bytes\": %lld, \"direct_read_bytes\": %lld",
+		       f->disk_read_bytes, f->direct_read_bytes);
 	printf("}");
 }
 

@@ -53,6 +53,8 @@ class Op(enum.IntEnum):
     MSYNC = 5
     DIRTY = 6
     WRITEBACK = 7
+    DISK_READ = 8
+    READAHEAD = 9
 
 
 class Api(enum.IntEnum):

@@ -13,12 +13,12 @@ import ctypes
 import enum
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import numpy as np
 
-from . import abi, abi_check, bpf_arch, kernel_features, map_sizing, stats_cells, syscall_hook, unpreempted
+from . import abi, abi_check, bpf_arch, kernel_features, map_batch, map_sizing, stats_cells, syscall_hook, unpreempted
 from .conn_map import ConnectionMap, unused_conn_programs
 from .disk_stat import DiskCounters
 from .errors import BpfError
@@ -483,9 +483,9 @@ class BpfProbe:
             return None
         return raw.comm.decode(errors="replace")
 
-    def forget_name(self, file: FileIdentity) -> None:
-        """Let the kernel walk the file's path again at its next request."""
-        self._names.delete(_file_key(file))
+    def forget_names(self, files: Iterable[FileIdentity]) -> None:
+        """Let the kernel walk the files' paths again at their next request."""
+        map_batch.delete_keys(self._names, map_batch.file_ids(files))
 
     def close(self) -> None:
         if self._cells:

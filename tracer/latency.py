@@ -39,6 +39,8 @@ CLASS_OF_OP = {
     # page-cache events carry no latency (record streams them untimed)
     Op.DIRTY: "write",
     Op.WRITEBACK: "write",
+    Op.DISK_READ: "read",
+    Op.READAHEAD: "read",
 }
 ACCURACY_NOTE = f"latency percentiles: {SUB} buckets per power of 2 (±{100 / (2 * SUB):g} %); max exact"
 

@@ -95,9 +95,10 @@ def budget_bytes() -> int:
     return int(text) << 20
 
 
-def server_files(pid: int) -> int:
+def server_files(pid: int, held: int | None = None) -> int:
     """The files the process may hold: its open-files soft limit (capped at FILES_MOST),
-    or the fds it holds now if more; 0 when /proc does not say."""
+    or the fds it holds now if more (`held`: already counted, held_files); 0 when /proc
+    does not say."""
     limit = 0
     try:
         with open(f"/proc/{pid}/limits") as f:
@@ -105,7 +106,8 @@ def server_files(pid: int) -> int:
                 if line.startswith("Max open files"):
                     soft = line.split()[3]
                     limit = FILES_MOST if soft == "unlimited" else min(int(soft), FILES_MOST)
-        held = len(os.listdir(f"/proc/{pid}/fd"))
+        if held is None:
+            held = len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, ValueError, IndexError):
         return limit
     return max(limit, held)
@@ -180,7 +182,8 @@ def plan(files: int, threads: int, budget: int, held: int | None = None) -> MapS
 
 def apply(obj: Any, pid: int) -> MapSizes:
     """Before load: size the object's (a libbpf.BpfObject) tables for process pid."""
-    sizes = plan(server_files(pid), server_threads(pid), budget_bytes(), held=held_files(pid))
+    held = held_files(pid)  # /proc/PID/fd listed once: 20,000 entries take a while
+    sizes = plan(server_files(pid, held), server_threads(pid), budget_bytes(), held=held)
     for table in sizes.tables.values():
         for name in table.maps:
             obj.set_max_entries(name, table.entries)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -67,3 +69,26 @@ class MountTable:
             return None
         rest = in_fs[len(best.root.rstrip("/")) :]
         return (best.point.rstrip("/") + rest) or "/"
+
+
+class MountWatch:
+    """Whether a process's mount table changed since the last look: the kernel flags an
+    open /proc/PID/mountinfo (POLLPRI) at each mount or unmount in its namespace, so a
+    reader need not read and parse the table at every scan of the process's fds."""
+
+    def __init__(self, pid: int) -> None:
+        self._poll = select.poll()
+        try:
+            # unbuffered: only polled, never read; closed with this object
+            self._file: Any = open(f"/proc/{pid}/mountinfo", "rb", buffering=0)  # noqa: SIM115
+            self._poll.register(self._file, select.POLLPRI)
+        except OSError:
+            self._file = None  # no /proc entry: every look says "changed" (the reader finds nothing)
+        self._looked = False
+
+    def changed(self) -> bool:
+        """True the first time, and after any change to the table since the last call."""
+        first, self._looked = not self._looked, True
+        if self._file is None:
+            return True
+        return any(ev & (select.POLLPRI | select.POLLERR) for _, ev in self._poll.poll(0)) or first

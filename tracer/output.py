@@ -35,6 +35,9 @@ def write_whole(out: TextIO, text: str) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
+_FILES_CHUNK = 1024  # files made into JSON at once: a line of 20,000 files is not held whole
+
+
 def write_json(
     interval: Interval,
     out: TextIO,
@@ -43,7 +46,9 @@ def write_json(
     container: dict[str, Any] | None = None,
     tables: dict[str, Any] | None = None,
 ) -> None:
-    obj = interval.to_json()
+    """One JSON line; its files written a chunk at a time (the same bytes as one dump of
+    the whole: at 20,000 files the whole held ~60 MiB of dicts and a 12 MiB string)."""
+    obj = interval.to_json(files=False)
     if container:
         obj["container"] = container  # the server's container (container_identity.ContainerIdentity.to_json)
     if bursts is not None:
@@ -52,7 +57,19 @@ def write_json(
         obj["tables"] = tables  # the kernel tables' sizes and budget (mysqlio.map_sizing.MapSizes.to_json)
     if notes:
         obj["notes"] = notes  # what mysqlio cannot count here (mysqlio.mapped_files.redo_note)
-    write_whole(out, json.dumps(obj, separators=(",", ":")) + "\n")
+    # "files" comes after numbers and the drops' names only: its first match is the key
+    head, _, tail = json.dumps(obj, separators=(",", ":")).partition('"files":[]')
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # as write_whole
+    try:
+        out.write(head + '"files":[')
+        files = interval.files
+        for at in range(0, len(files), _FILES_CHUNK):
+            chunk = json.dumps([f.to_json() for f in files[at : at + _FILES_CHUNK]], separators=(",", ":"))
+            out.write(("," if at else "") + chunk[1:-1])
+        out.write("]" + tail + "\n")
+        out.flush()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 LATENCY_HEADER = f" {'wr p50':>7} {'wr p99':>7} {'sy p50':>7} {'sy p99':>7}"

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .layout import to_server_path
+from .mountinfo import MountWatch
 from .probe import FileIdentity
 
 _MAX_ALIASES = 100_000
@@ -104,9 +105,13 @@ class OverlayAliases:
         self._overlay_of: dict[FileIdentity, _Alias] = {}  # real -> its overlay file
         self._real_of: dict[FileIdentity, FileIdentity] = {}  # overlay file -> real
         self._checked: set[FileIdentity] = set()  # aliases checked in this interval
+        self._mounts_watch = MountWatch(pid)
 
     def refresh(self) -> None:
-        """Read the server's overlay mounts again (at each read of its open files)."""
+        """Read the server's overlay mounts again (at a read of its open files) when its
+        mount table changed since (a scan for a new file at 20,000 open fds read it each time)."""
+        if not self._mounts_watch.changed():
+            return
         self.mounts = overlay_mounts(self._pid)
         self._devs = {m.dev for m in self.mounts if m.upper}
 

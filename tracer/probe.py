@@ -27,6 +27,7 @@ conversions are here, and only here.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -215,8 +216,8 @@ class NameSource(Protocol):
         """None: not known here (the caller reads /proc/PID/task/TID/comm)."""
         ...
 
-    def forget_name(self, file: FileIdentity) -> None:
-        """Let the kernel walk the file's path again at its next request."""
+    def forget_names(self, files: Iterable[FileIdentity]) -> None:
+        """Let the kernel walk the files' paths again at their next request."""
         ...
 
 

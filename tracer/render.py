@@ -128,6 +128,8 @@ _PAGE_CACHE_COLUMNS: list[Column] = [
     _DIRTY,
     _WBACK,
     ("written back by", 24, 0, lambda r: r.wback_causes if r.wback_bps else "-"),
+    # what the files' page cache read from the device (readahead included)
+    ("disk rd/s", 9, NARROW, lambda r: human_bytes(r.disk_read_bps)),
 ]
 _LEFT = {"written back by"}
 

@@ -56,9 +56,8 @@ class IntervalSampler:
             latencies,
             fold_regions=self.fold_regions,
         )
-        for activity in files:
-            # the next request walks the path again: renames stay visible
-            probe.forget_name(activity.file)
+        # the next request walks the path again: renames stay visible
+        probe.forget_names(list(dict.fromkeys(activity.file for activity in files)))
         if self.threads is not None:
             self.threads.label(files, self._last_time, now)
         interval = Interval(

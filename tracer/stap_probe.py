@@ -2,7 +2,7 @@
 kernels where eBPF is missing or too old (RHEL / CentOS 7) but SystemTap works.
 
 `StapProbe` is a `probe.Probe`: `drain()` (rows of one interval), `drops()`,
-`kernel_name()`, `thread_name()`, `forget_name()`, and for record `events_reader()`
+`kernel_name()`, `thread_name()`, `forget_names()`, and for record `events_reader()`
 (itself: `read()` -> EVENT_DTYPE array, `close()`). Its records come from a
 `StapProcess` (staprun running a script's module on the live system) or, for
 tests and offline analysis of a capture, from the lines of one (`replay_probe`).
@@ -231,7 +231,9 @@ class StapProbe:
 
     def uncounted(self) -> list[str]:
         """io_uring, which the scripts cannot see, is told on stderr when the process uses it."""
-        out = ["page cache, writeback, devices and msync are counted by the eBPF backend only, not SystemTap"]
+        out = [
+            "page cache, writeback, disk reads, devices and msync are counted by the eBPF backend only, not SystemTap"
+        ]
         if self._regions_asked:
             out.append("ibdata1 regions (doublewrite, system, ...) are split by the eBPF backend only, not SystemTap")
         return out
@@ -271,7 +273,7 @@ class StapProbe:
         """Not known to the scripts: the caller reads /proc/PID/task/TID/comm."""
         return None
 
-    def forget_name(self, file: FileIdentity) -> None:
+    def forget_names(self, files: Iterable[FileIdentity]) -> None:
         """Names are walked at open, not per interval: nothing to forget."""
 
     # -- lifetime --

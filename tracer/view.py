@@ -83,6 +83,7 @@ class ScreenRow:
     wback_bps: float = 0.0
     wback_by: dict[str, int] = field(default_factory=dict)
     wback_history: list[float] = field(default_factory=list)
+    disk_read_bps: float = 0.0  # bytes the page cache read from the device (readahead included)
     # latency summaries (mysqlio.latency.Histogram.summary) by class: write, sync, read
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -331,4 +332,5 @@ def _row(key: str, track: _Track, c: Counts, secs: float) -> ScreenRow:
         wback_bps=c.writeback_bytes / secs,
         wback_by=dict(c.writeback_by),
         wback_history=list(track.wback_history),
+        disk_read_bps=c.disk_read_bytes / secs,
     )

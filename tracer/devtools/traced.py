@@ -48,6 +48,9 @@ COUNTERS = (
 )
 # iogen gives these for its page-cache scenarios (pc_*) only; writeback_by beside them
 PAGE_CACHE_COUNTERS = ("msync_ops", "dirtied_bytes", "writeback_bytes")
+# read from the disk into the file's page cache (iogen's coldread gives disk_read_bytes);
+# readahead_bytes is the readahead's part of it, which iogen cannot know
+DISK_READ_COUNTERS = ("disk_read_bytes", "readahead_bytes")
 # iogen's page-cache scenarios whose ground truth holds on any real block device (not
 # tmpfs: no writeback); pc_flusher also needs the flusher's sysctls shortened
 PAGE_CACHE_SCENARIOS = ("pc_fsync", "pc_small", "pc_sfr", "pc_mmap")
@@ -264,6 +267,9 @@ class TopCollector:
         return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
 
 
+_TOTALLED = COUNTERS + PAGE_CACHE_COUNTERS + DISK_READ_COUNTERS
+
+
 @dataclass
 class FileTotals:
     """Per-path sums over all intervals of a trace."""
@@ -279,8 +285,8 @@ class FileTotals:
         self.intervals += 1
         self.lost_events += obj["lost_events"]
         for f in obj["files"]:
-            row = self.totals.setdefault(f["path"], dict.fromkeys(COUNTERS + PAGE_CACHE_COUNTERS, 0))
-            for c in COUNTERS + PAGE_CACHE_COUNTERS:
+            row = self.totals.setdefault(f["path"], dict.fromkeys(_TOTALLED, 0))
+            for c in _TOTALLED:
                 row[c] += f.get(c, 0)
             by = self.writeback_by.setdefault(f["path"], {})
             for cause, n in f.get("writeback_by", {}).items():
@@ -398,3 +404,5 @@ def assert_exact(run: IogenRun, directory: Path) -> None:
         if "dirtied_bytes" in want:  # a page-cache scenario's file
             assert {c: got[c] for c in PAGE_CACHE_COUNTERS} == {c: want[c] for c in PAGE_CACHE_COUNTERS}, path
             assert run.traced.writeback_by[path] == want["writeback_by"], path
+        if "disk_read_bytes" in want:  # a read scenario's file (coldread)
+            assert got["disk_read_bytes"] == want["disk_read_bytes"], path

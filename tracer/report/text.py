@@ -57,15 +57,19 @@ _COLUMNS: list[tuple[str, int, int, Any]] = [
     ("sync max", 8, 9, lambda s: _lat(s, "sync", "max")),
     ("read", 9, 5, lambda s: human_bytes(s.read_bytes)),
     ("rops", 8, 10, lambda s: human_count(s.read_ops)),
+    # the page cache: bytes its reads took from the device (readahead included)
+    ("disk rd", 9, 6, lambda s: human_bytes(s.disk_read_bytes)),
     ("err", 5, 2, lambda s: human_count(s.errors)),
 ]
 MIN_NAME = 24
-PAGE_CACHE_COLUMNS = frozenset({"dirtied", "wback"})
+PAGE_CACHE_COLUMNS = frozenset({"dirtied", "wback", "disk rd"})
+# shown only where some row read from the disk (traces before it was counted have none)
+DISK_READ_COLUMN = "disk rd"
 
 
 def has_page_cache(r: Report) -> bool:
     """Whether the report has page-cache bytes (traces without them keep their columns)."""
-    return bool(r.total.dirtied_bytes or r.total.writeback_bytes)
+    return bool(r.total.dirtied_bytes or r.total.writeback_bytes or r.total.disk_read_bytes)
 
 
 def _columns(columns: list[tuple[str, int, int, Any]], page_cache: bool) -> list[tuple[str, int, int, Any]]:
@@ -114,9 +118,12 @@ def render_rows(
 ) -> Table:
     """A summary table (one line per group) that fits `width` columns: files get
     their kind first and the path last (widest); other groups their name first.
-    `page_cache`: with the dirtied and written-back columns, where they fit."""
+    `page_cache`: with the dirtied and written-back columns, where they fit (and the
+    bytes read from the disk where any were)."""
     table = _new_table()
     all_columns = _columns(_COLUMNS, page_cache)
+    if not (any(r.stats.disk_read_bytes for r in rows) or (total is not None and total.disk_read_bytes)):
+        all_columns = [c for c in all_columns if c[0] != DISK_READ_COLUMN]
     if group == "file":
         columns = _fit(all_columns, width, KIND_WIDTH + 1)
         table.add_column("kind", no_wrap=True, width=KIND_WIDTH)

@@ -1,0 +1,123 @@
+"""Reads from the disk, per file (issue 61), traced by `mysqlio top --json` against ground
+truth on a real block device (an ext4 on a loop device; never tmpfs, which has no disk):
+
+iogen's coldread scenario writes and fsyncs a file, drops its pages, reads it whole cold
+(buffered, sequential) and again warm, and reads a second file with O_DIRECT. top must give
+per file exactly the bytes its page cache read from the device (the cold read: the file's
+size; the warm one: nothing), the readahead's part of them no more than that, O_DIRECT's bytes
+on the device line as the server's direct I/O, and the process's disk reads (its files' and
+its direct I/O) must add up to the kernel's own /proc/PID/io read_bytes over iogen's reads.
+The same through `mysqlio record` and `mysqlio report`.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from test_pagecache import _traced_window
+from test_record_pagecache import _recorded
+
+from mysqlio import kernel_features
+from mysqlio.devtools.loop_disk import LoopDisk, loop_ext4
+from mysqlio.devtools.traced import COUNTERS, assert_exact, report_json
+from mysqlio.report.build import build_report
+from mysqlio.report.text import render_rows
+from mysqlio.trace import TraceReader
+from mysqlio.units import human_bytes
+
+
+@pytest.fixture
+def disk(bpf_ready: None) -> Any:
+    # direct I/O to the image: its own page cache stays out; and the loop device's reads
+    # of the image carry the upper file's pages again, which must not count twice
+    with loop_ext4(64, direct_io=True) as d:
+        yield d
+
+
+def _device_read_by(intervals: list[dict[str, Any]], name: str) -> dict[str, int]:
+    by: dict[str, int] = {}
+    for obj in intervals:
+        for d in obj["devices"]:
+            if d["name"] == name:
+                for owner, n in d["read_by"].items():
+                    by[owner] = by.get(owner, 0) + n
+    return by
+
+
+def _thread_disk_reads(intervals: list[dict[str, Any]], path: str, tid: int) -> int:
+    return sum(
+        t["disk_read_bytes"]
+        for obj in intervals
+        for f in obj["files"]
+        if f["path"] == path
+        for t in f["threads"]
+        if t["tid"] == tid
+    )
+
+
+@pytest.mark.parametrize("missing", ["", "-rdonly_cast"], ids=["plain-loads", "probe-reads"])
+def test_coldread_disk_reads_exact(iogen: Path, disk: LoopDisk, monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    """Both ways the bio program reads a page (test_pagecache's parameters)."""
+    if missing:
+        monkeypatch.setenv(kernel_features.FEATURES_ENV, missing)
+    run, _ = _traced_window(iogen, disk, ("coldread",))
+    assert_exact(run, disk.mount)  # writes, writeback and each file's disk_read_bytes
+    files = {Path(f["path"]).name: f for f in run.expected["files"]}
+    cold, direct = files["coldread.dat"], files["coldread_direct.dat"]
+    traced = run.traced.under(str(disk.mount))
+    got_cold = traced[cold["path"]]
+    # read twice, from the disk once (iogen saw it uncached before, cached after): the warm
+    # read added nothing
+    assert got_cold["read_bytes"] == 2 * got_cold["disk_read_bytes"] == 2 * cold["disk_read_bytes"] > 0
+    # a buffered read that misses goes through the readahead (the device's read_ahead_kb is
+    # not 0), which marks its bios: some of the cold read, if not all, is counted apart
+    assert 0 < got_cold["readahead_bytes"] <= got_cold["disk_read_bytes"]
+    # O_DIRECT bypasses the page cache: not the file's page-cache reads, the device's direct I/O
+    assert traced[direct["path"]]["disk_read_bytes"] == 0
+    read_by = _device_read_by(run.intervals, disk.name)
+    assert read_by["server_direct"] == direct["direct_read_bytes"] > 0, read_by
+    # who read: iogen's own thread (single-threaded: tid = pid), every byte
+    pid = run.expected["pid"]
+    assert _thread_disk_reads(run.intervals, cold["path"], pid) == cold["disk_read_bytes"]
+    # the process's disk reads, as the kernel counts them for it
+    process_reads = sum(_thread_disk_reads(run.intervals, p, pid) for p in traced) + read_by["server_direct"]
+    assert process_reads == run.expected["proc_io_read_bytes"]
+    print(
+        f"coldread: {cold['disk_read_bytes']} B cold from disk ({got_cold['readahead_bytes']} B readahead), "
+        f"warm 0, O_DIRECT {direct['direct_read_bytes']} B; /proc/PID/io read_bytes {run.expected['proc_io_read_bytes']}"
+    )
+
+
+def test_coldread_recorded_exact(iogen: Path, disk: LoopDisk, tmp_path: Path) -> None:
+    """The same through `mysqlio record` and `mysqlio report` (JSON, and the text's `disk rd`
+    column): the reads' events carry their file, bytes and thread into the trace."""
+    trace = tmp_path / "coldread.trace"  # not on the loop device
+    expected, _ = _recorded(iogen, disk, trace, ("coldread",))
+    report = report_json(str(trace))
+    assert report["lost_events"] == 0 and report["complete"]
+    got = {f["path"]: f for f in report["files"]}
+    for want in expected["files"]:
+        g = got[want["path"]]
+        assert {c: g[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
+        assert g["disk_read_bytes"] == want["disk_read_bytes"], want["path"]
+        assert 0 <= g["readahead_bytes"] <= g["disk_read_bytes"]
+    (want_cold,) = [f for f in expected["files"] if f["path"].endswith("/coldread.dat")]
+    direct = sum(f["direct_read_bytes"] for f in expected["files"])
+    (loop,) = [d for d in report["devices"] if d["name"] == disk.name]
+    assert loop["read_by"]["server_direct"] == direct > 0
+    by_thread = report_json(str(trace), "--group", "thread", "--match", str(disk.mount))
+    (thread,) = by_thread["threads"]
+    assert thread["tid"] == expected["pid"]
+    assert thread["disk_read_bytes"] + direct == expected["proc_io_read_bytes"]
+    # the text report's column, on the cold file's line
+    rows = render_rows(build_report(TraceReader(str(trace))).rows, "file", 200, page_cache=True)
+    console = Console(width=200, color_system=None, record=True, file=io.StringIO())
+    console.print(rows)
+    lines = console.export_text().splitlines()
+    end = lines[0].index("disk rd") + len("disk rd")  # right-justified: ends where its title does
+    (cold,) = [line for line in lines if line.rstrip().endswith("/coldread.dat")]
+    assert cold[end - 9 : end].strip() == human_bytes(want_cold["disk_read_bytes"]), lines

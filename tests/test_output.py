@@ -46,6 +46,22 @@ def test_json_fields() -> None:
     assert f["table"] == "db.t" and f["threads"][0]["name"] == "ib_pg_flush_co"
 
 
+def test_json_of_many_files_is_one_dump_of_the_whole() -> None:
+    """write_json writes the files a chunk at a time: across chunk edges (none, one, 2,500
+    files) the line is byte for byte the one json.dumps makes of the whole interval."""
+    for n in (0, 1, 2_500):
+        interval = _interval("/d/t0.ibd")
+        for i in range(1, n):
+            f = FileActivity(file=FileIdentity(2049, 100 + i), path=f"/d/t{i}.ibd", kind="table", table=f"db.t{i}")
+            f.add(OpCount(f.file, 42, Op.WRITE, Api.SYSCALL, 4096 * i, 1, 0))
+            interval.files.append(f)
+        interval.files = interval.files[:n]
+        out = io.StringIO()
+        write_json(interval, out, notes=["a note"])
+        whole = {**interval.to_json(), "notes": ["a note"]}
+        assert out.getvalue() == json.dumps(whole, separators=(",", ":")) + "\n"
+
+
 def _page_cache_interval() -> Interval:
     """A mapped redo log written back by msync, a table file by the kernel's flusher, a busy disk."""
     redo = FileActivity(file=FileIdentity(2049, 8), path="/d/ib_logfile0", kind="redo")

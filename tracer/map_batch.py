@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from . import abi
 from .libbpf import BpfMap, _get
 from .probe import FileIdentity, dev_to_kernel
 
 _ENOTSUPP = 524  # the kernel's internal "not supported" (no batch ops for a map type)
-FILE_ID = np.dtype([("ino", "<u8"), ("dev", "<u4"), ("pad", "<u4")])  # abi.FileId
+FILE_ID = np.dtype(abi.FileId)  # struct file_id, as generated from probes/mysqlio.h
 _unbatched: set[int] = set()  # maps (by fd) whose kernel has no batch delete
 
 

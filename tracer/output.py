@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from .model import Counts, FileActivity, Interval
@@ -22,14 +23,16 @@ PAGE_CACHE_HEADER = f" {'dirty/s':>10} {'wback/s':>10} {'written back by':24}"
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
-def write_whole(out: TextIO, text: str) -> None:
-    """Write and flush `text` with the stop signals held back in this thread until it is out.
-    When a write is blocked on a full pipe (a slow reader) and a signal interrupts it,
-    CPython's buffered writer loses the rest of that write: a JSON line would be cut and the
-    next one glued to it. Held back, the signal is handled once the write is done."""
+def write_whole(out: TextIO, text: str | Iterable[str]) -> None:
+    """Write and flush `text` (or its pieces, in order) with the stop signals held back in
+    this thread until it is out. When a write is blocked on a full pipe (a slow reader) and
+    a signal interrupts it, CPython's buffered writer loses the rest of that write: a JSON
+    line would be cut and the next one glued to it. Held back, the signal is handled once
+    the write is done."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     try:
-        out.write(text)
+        for piece in [text] if isinstance(text, str) else text:
+            out.write(piece)
         out.flush()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
@@ -59,17 +62,16 @@ def write_json(
         obj["notes"] = notes  # what mysqlio cannot count here (mysqlio.mapped_files.redo_note)
     # "files" comes after numbers and the drops' names only: its first match is the key
     head, _, tail = json.dumps(obj, separators=(",", ":")).partition('"files":[]')
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # as write_whole
-    try:
-        out.write(head + '"files":[')
-        files = interval.files
-        for at in range(0, len(files), _FILES_CHUNK):
-            chunk = json.dumps([f.to_json() for f in files[at : at + _FILES_CHUNK]], separators=(",", ":"))
-            out.write(("," if at else "") + chunk[1:-1])
-        out.write("]" + tail + "\n")
-        out.flush()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    write_whole(out, _json_line_pieces(head, interval.files, tail))
+
+
+def _json_line_pieces(head: str, files: list[FileActivity], tail: str) -> Iterator[str]:
+    """The line around its files, and the files' JSON a chunk at a time."""
+    yield head + '"files":['
+    for at in range(0, len(files), _FILES_CHUNK):
+        chunk = json.dumps([f.to_json() for f in files[at : at + _FILES_CHUNK]], separators=(",", ":"))
+        yield ("," if at else "") + chunk[1:-1]
+    yield "]" + tail + "\n"
 
 
 LATENCY_HEADER = f" {'wr p50':>7} {'wr p99':>7} {'sy p50':>7} {'sy p99':>7}"

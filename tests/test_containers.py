@@ -354,13 +354,7 @@ def test_top_names_the_container(bpf_ready: None, pods: list[Served]) -> None:
         attached = attached_line(verify.stderr)
         assert attached.startswith("mysqlio: comparing with performance_schema"), attached
         bench.start(LOAD_S)
-        res = subprocess.run(
-            [sys.executable, "-m", "mysqlio", "top", "-p", str(db.pid), "--json", "-n", "1", "-i", "0.3"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        res = _mysqlio("top", "-p", str(db.pid), "--json", "-n", "1", "-i", "0.3")
         bench.wait(timeout_s=LOAD_S + 60)
         verify_out, verify_err = verify.communicate(timeout=60)
     finally:

@@ -95,3 +95,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         lockdown.start_guests()
     if stap := _params(session, "test_stap_live", "live"):
         _module(session, "test_stap_live").start_guests(stap)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The guests still queued are dropped (after a whole run there are none)."""
+    import guest_lane
+
+    guest_lane.cancel_pending()

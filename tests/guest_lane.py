@@ -34,6 +34,12 @@ class Lane:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guest-lane")
         self._runs[key] = self._pool.submit(run)
 
+    def cancel_pending(self) -> None:
+        """Drop the runs not started (a session ended early, by -x or Ctrl-C, would otherwise
+        wait at exit for every guest still queued); one running ends on its own timeout."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
     def result(self, key: str, run: Callable[[], Any]) -> Any:
         """run()'s value for key: from the lane when queued there (waiting for it), else run here."""
         future = self._runs.get(key)
@@ -43,3 +49,4 @@ class Lane:
 _lane = Lane()  # the session's: conftest queues, the tests take
 submit = _lane.submit
 result = _lane.result
+cancel_pending = _lane.cancel_pending

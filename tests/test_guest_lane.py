@@ -4,6 +4,7 @@ where its result is taken; a key never queued run by the caller."""
 from __future__ import annotations
 
 import threading
+from concurrent.futures import CancelledError
 
 import guest_lane
 import pytest
@@ -35,3 +36,23 @@ def test_runs_one_at_a_time_in_order_and_reraises() -> None:
         lane.result("bad", lambda: "not queued")
     assert order == ["lane-a", "bad", "lane-b"] and not overlap
     assert lane.result("never queued", lambda: threading.current_thread().name) == threading.current_thread().name
+
+
+def test_cancel_pending_drops_the_runs_not_started() -> None:
+    lane, gate, started, ran = guest_lane.Lane(), threading.Event(), threading.Event(), list[str]()
+
+    def run(name: str) -> str:
+        started.set()
+        gate.wait(5)
+        ran.append(name)
+        return name
+
+    lane.submit("first", lambda: run("first"))
+    lane.submit("second", lambda: run("second"))
+    assert started.wait(5)
+    lane.cancel_pending()
+    gate.set()
+    assert lane.result("first", lambda: "not queued") == "first"  # it had started
+    with pytest.raises(CancelledError):
+        lane.result("second", lambda: "not queued")
+    assert ran == ["first"]

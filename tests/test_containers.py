@@ -10,6 +10,13 @@ performance_schema over a window quiet at both edges (test_exporter_mysql_mariad
 method, per file); one is restarted in a new container (new id, same pod) and its series
 go on, the bytes written after the restart exact again.
 
+Both pods start mariadbd as a Debian/Ubuntu image does, without --defaults-file: it reads
+the root's /etc/mysql/my.cnf, an absolute link to /etc/alternatives/my.cnf (dpkg's
+alternative, to /etc/mysql/mariadb.cnf), which includes mariadb.conf.d/, where crun mounts
+the pod's own settings. What mysqlio reads from that chain (option values, layout,
+doctor, `top --mysql`) is what each server says it runs with; the host's own chain (its
+MariaDB's, no pod file) gives other values, which the test checks it would tell apart.
+
 Two servers alike in everything but their mount namespace (iogen named mariadbd, each in
 `unshare --mount` with its own directory at the same datadir) get two sets of series, the
 second's `server` naming its mount namespace, with one warning.
@@ -37,13 +44,15 @@ import pytest
 from test_mysql import Instances, _delta, _quiet
 
 from mysqlio.container_identity import container_identity, from_cgroup, from_cgroup_path
-from mysqlio.devtools.crun_mariadb import CrunMariaDB, Pod
+from mysqlio.devtools.crun_mariadb import POD_CNF, CrunMariaDB, Pod
 from mysqlio.devtools.mariadb import MariaDBOptions
 from mysqlio.devtools.processes import find_binary
 from mysqlio.devtools.scrape import EXPORTER_INTERVAL_S, Metrics, free_port, scrape, wait_for
 from mysqlio.devtools.sysbench import Sysbench
 from mysqlio.devtools.traced import attached_line, read_json_line, report_json, start_fleet_exporter
 from mysqlio.follow import identity_of
+from mysqlio.layout import read_layout, read_options
+from mysqlio.option_files import merge_options
 
 NAMESPACE = "mysqlio-test"
 PODS = ("mariadb-0", "mariadb-1")
@@ -51,6 +60,9 @@ LOAD_S = 1
 TOLERANCE = 0.01  # per file, relative; never loosen
 MIN_BYTES = 64 << 10  # files compared: more than this written in the window
 QUIET = {"innodb_stats_auto_recalc": "OFF"}
+# each pod's own value in its file, seen by `top --mysql` (SHOW GLOBAL VARIABLES): which
+# server it reached; 1 page/s off the default 200
+IO_CAPACITY = 201
 DATADIR = "/var/lib/mysql/data"  # as each server names it
 # every file of both servers exported (the default 20 would drop some when the restarted
 # server reads its system tables)
@@ -188,7 +200,8 @@ def pods(server_roots: dict[str, str]) -> Iterator[list[Served]]:
     with contextlib.ExitStack() as stack:
         out = []
         for i, name in enumerate(PODS):
-            db = CrunMariaDB(server_roots["trixie"], Pod(NAMESPACE, name), MariaDBOptions(extra=QUIET))
+            settings = MariaDBOptions(server_id=i + 1, extra={**QUIET, "innodb_io_capacity": str(IO_CAPACITY + i)})
+            db = CrunMariaDB(server_roots["trixie"], Pod(NAMESPACE, name), settings, image_defaults=True)
             stack.enter_context(db)
             # different loads: one pod's bytes under the other's labels would not match
             bench = Sysbench(db, tables=1, table_size=2000 * (i + 1), threads=1)
@@ -336,6 +349,72 @@ def test_exporter_keeps_two_pods_apart_and_follows_a_restart(
             exporter.wait()
 
 
+# what the server runs with, as mysqlio's option names
+_TRUTH = (
+    "SELECT @@datadir AS datadir, @@socket AS socket, @@server_id AS server_id, @@log_bin_basename AS log_bin, "
+    "@@log_error AS log_error, @@innodb_io_capacity AS innodb_io_capacity"
+)
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+
+
+@pytest.mark.bpf
+@pytest.mark.mariadb
+def test_the_images_symlinked_my_cnf_is_read_in_the_pod(bpf_ready: None, pods: list[Served]) -> None:
+    """Each pod's settings reach its server only through the root's symlinked my.cnf and
+    the pod's file in its include dir (after the restart too): mysqlio's option values,
+    layout, doctor and `top --mysql` equal what the server says it runs with."""
+    root = pods[0][0].root
+    # Debian's chain, as its packages left it (mysql-common's link, dpkg's alternative)
+    assert os.readlink(f"{root}/etc/mysql/my.cnf") == "/etc/alternatives/my.cnf"
+    assert os.readlink(f"{root}/etc/alternatives/my.cnf") == "/etc/mysql/mariadb.cnf", "rebuild the root"
+    image_cnf = f"{root}/etc/mysql/mariadb.cnf"
+    for db, _ in pods:
+        truth = db.sql_named(_TRUTH)[0]
+        truth["datadir"] = os.path.normpath(truth["datadir"])
+        assert truth["datadir"] == DATADIR and truth["server_id"] == str(db.options.server_id), truth
+        cmdline = Path(f"/proc/{db.pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+        assert not [a for a in cmdline if a.startswith("--defaults-file")], cmdline
+        lay = read_layout(db.pid)
+        merged = read_options(db.pid, lay.version)
+        assert merged is not None
+        assert {name: merged.values.get(name) for name in truth} == truth
+        assert merged.files.files[0] == "/etc/mysql/my.cnf" and merged.files.files[-1] == POD_CNF, merged.files.files
+        # the link followed in the pod's root: its mariadb.cnf, not the host's
+        assert _same_file(merged.files.real("/etc/mysql/my.cnf"), image_cnf)
+        # the host's own files (its MariaDB's chain, no pod file) give none of these values:
+        # a read of them instead would show
+        host = merge_options(cmdline, version=lay.version, exe=cmdline[0])
+        assert all(host.values.get(name) != value for name, value in truth.items()), host.values
+        if os.path.exists("/etc/alternatives/my.cnf"):  # the host's MariaDB: the trap is there
+            # the kernel follows the absolute link from our root, to the host's file
+            assert not _same_file(f"/proc/{db.pid}/root/etc/mysql/my.cnf", image_cnf)
+        # the layout: the server's files under its root as read here
+        assert (lay.datadir, lay.log_bin_basename, lay.log_error) == tuple(
+            lay.root + truth[name] for name in ("datadir", "log_bin", "log_error")
+        ), lay
+        assert lay.option_files[-1] == lay.root + POD_CNF, lay.option_files
+
+    db = pods[1][0]  # the restarted one (test_exporter_keeps_two_pods_apart_and_follows_a_restart)
+    truth = db.sql_named(_TRUTH)[0]
+    doctor = _mysqlio("doctor", "--pod", f"{NAMESPACE}/{db.pod.name}", "--json")
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"] if c["section"] == "server"}
+    assert checks["datadir"]["value"] == DATADIR and checks["error log"]["value"] == truth["log_error"], checks
+    files = checks["option files"]["detail"].split(", ")
+    assert files[0] == "/etc/mysql/my.cnf" and files[-1] == POD_CNF, files
+    # sync_binlog and performance_schema: the pod file's values, not the server's defaults
+    assert checks["sync_binlog"]["detail"].startswith(f"{db.options.sync_binlog} (configured)"), checks
+    assert checks["performance_schema"]["detail"].startswith("ON (configured)"), checks
+    top = _mysqlio("top", "--pod", f"{NAMESPACE}/{db.pod.name}", "--mysql", "--json", "-n", "1", "-i", "0.3")
+    assert top.returncode == 0, top.stderr
+    server = json.loads(top.stdout.splitlines()[0])["server"]
+    assert server["error"] is None, server
+    variables = server["facts"]["variables"]
+    assert variables["innodb_io_capacity"] == truth["innodb_io_capacity"] == str(IO_CAPACITY + 1), variables
+
+
 @pytest.mark.bpf
 @pytest.mark.mariadb
 def test_top_names_the_container(bpf_ready: None, pods: list[Served]) -> None:
@@ -369,6 +448,7 @@ def test_top_names_the_container(bpf_ready: None, pods: list[Served]) -> None:
     # verify: 0 agree, 1 differ or too little to judge in 2 s; either way one JSON object
     assert verify.returncode in (0, 1) and "Traceback" not in verify_err, verify_err
     result = json.loads(verify_out)
+    assert os.path.samefile(result["connection"], db.socket), result["connection"]  # this pod's server
     named = [(r["path"], r["name"], r["note"]) for r in result["files"]]
     named += [(f["path"], f["name"], "") for f in result["mapped"]]
     assert any(path == f"{DATADIR}/ib_logfile0" for path, _, _ in named), named
@@ -388,7 +468,9 @@ def _mysqlio(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[
 
 def _host_file(db: CrunMariaDB, path: str) -> str:
     """Where a file the server names `path` (under its /var/lib/mysql) lies on the host."""
-    assert path.startswith(DATADIR + "/"), path  # the server's own name, no /proc/PID/root
+    # the server's own name, no /proc/PID/root (its error log, a note of which may fall in a
+    # window, is beside the datadir)
+    assert path.startswith(CrunMariaDB.MOUNT + "/"), path
     return db.host_path(path)
 
 

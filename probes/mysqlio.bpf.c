@@ -12,6 +12,9 @@
  * size; the first rejected one counts as an error.
  * io_uring: at io_uring_complete the request still holds its struct file,
  * opcode and result, so the bytes are counted there.
+ * O_DIRECT reads (the file's f_flags): a MIO_DIRECT_READ row too, where the
+ * read's bytes are counted: their bios carry the reader's pages, which name no
+ * file (pagecache.bpf.h counts them on the device only).
  * Latency: syscalls from entry to exit; libaio iocbs from io_submit to the
  * io_getevents that returns them (matched by iocb pointer); io_uring requests
  * from io_uring_submit_req to io_uring_complete (matched by request pointer).
@@ -49,6 +52,7 @@
 #define NR_msync 26
 #define SYSCALL_NR_FIELD orig_ax
 #define SYSCALL_NR(regs) ((regs)->SYSCALL_NR_FIELD)
+#define O_DIRECT 00040000 /* uapi asm-generic/fcntl.h: x86's */
 #elif defined(__TARGET_ARCH_arm64)
 #define NR_io_submit 2
 #define NR_io_getevents 4
@@ -69,6 +73,7 @@
 #define NR_pwritev2 287
 #define SYSCALL_NR_FIELD syscallno
 #define SYSCALL_NR(regs) ((regs)->SYSCALL_NR_FIELD)
+#define O_DIRECT 00200000 /* uapi arch/arm64 asm/fcntl.h: not asm-generic's */
 #else
 #error "mysqlio supports x86_64 and arm64"
 #endif
@@ -849,6 +854,22 @@ static __noinline void remember_name(struct file *file, struct file_id *id, __u3
 	bpf_map_update_elem(&names, id, name, BPF_NOEXIST);
 }
 
+/* page-cache rows and their events (pagecache.bpf.h): a direct read's are counted the same way */
+static __noinline int account_page_cache(const struct file_op_key *key, __u64 bytes, __s64 offset);
+static __noinline int account_page_cache_cas(const struct file_op_key *key, __u64 bytes, __s64 offset);
+
+/* the file was opened (or fcntl'd) with O_DIRECT: its reads bypass the page cache, their
+ * bios carry the reader's pages, which name no file (pagecache.bpf.h's on_bio counts them
+ * on the device only) */
+static __always_inline bool file_is_direct(struct file *f, const bool cast)
+{
+	if (!f)
+		return false;
+	if (cast)
+		return file_btf(f)->f_flags & O_DIRECT;
+	return BPF_CORE_READ(f, f_flags) & O_DIRECT;
+}
+
 /* a new row's initial value (read-only data: not on the stack) */
 static const struct file_op_stats zero_stats = {};
 
@@ -957,7 +978,7 @@ static __always_inline struct file_op_stats *stats_row(const struct file_op_key 
  * thread tid (the current one, except for an io_uring completion matched to
  * its submission on a kernel whose completion names no request). */
 static __always_inline void account_in(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid,
-				       const bool cas)
+				       const bool cas, const bool direct_too)
 {
 	struct file_op_key key = {};
 	struct file_op_stats *stats;
@@ -975,6 +996,17 @@ static __always_inline void account_in(const struct file_ref *file, __u8 op, __u
 	key.region = file->region;
 	key.conn = conn_of(tid); /* connection.bpf.h */
 
+	/* an O_DIRECT read: read from the device for the file, a row of its own (record: an
+	 * event), counted first (whether or not the request's row fits). The key reused: no
+	 * second one on the exit's stack, near the verifiers' 512 bytes. */
+	if (direct_too && op == MIO_READ && ret > 0 && file_is_direct(file->file, false)) {
+		key.op = MIO_DIRECT_READ;
+		if (cas)
+			account_page_cache_cas(&key, ret, -1);
+		else
+			account_page_cache(&key, ret, -1);
+		key.op = op;
+	}
 	stats = stats_row(&key, &created, cas);
 	if (!stats)
 		return;
@@ -1005,12 +1037,19 @@ static __always_inline void account_in(const struct file_ref *file, __u8 op, __u
  * hold the instruction at all (the *_nocas programs, the global functions) */
 static __noinline void account(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid)
 {
-	account_in(file, op, api, ret, tid, false);
+	account_in(file, op, api, ret, tid, false, true);
+}
+
+/* account without the direct read's row, for account_iocb: its call chain
+ * (exit, account_iocb, account, remember_name) is at the verifiers' 512 bytes */
+static __noinline void account_iocb_row(const struct file_ref *file, __u8 op, __s64 ret)
+{
+	account_in(file, op, MIO_API_LIBAIO, ret, current_tid(), false, false);
 }
 
 static __noinline void account_cas(const struct file_ref *file, __u8 op, __u8 api, __s64 ret, __u32 tid)
 {
-	account_in(file, op, api, ret, tid, true);
+	account_in(file, op, api, ret, tid, true, true);
 }
 
 /* cas is a constant at every call site: only one of the two is compiled in */
@@ -1699,6 +1738,33 @@ static __always_inline __s64 iovec_bytes(__u64 iov_ptr, __u64 count)
 	return total;
 }
 
+/* the key of a libaio direct read's row, per CPU: in a map, not on account_iocb's stack */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct file_op_key);
+} direct_key SEC(".maps");
+
+/* top: a libaio O_DIRECT read of bytes by the current thread (hash rows, as account_iocb's) */
+static __always_inline void direct_read_scratch(const struct file_ref *file, __s64 bytes)
+{
+	__u32 zero = 0;
+	struct file_op_key *key = bpf_map_lookup_elem(&direct_key, &zero);
+
+	if (!key)
+		return;
+	key->ino = file->ino;
+	key->dev = file->dev;
+	key->tid = current_tid();
+	key->op = MIO_DIRECT_READ;
+	key->api = MIO_API_LIBAIO;
+	key->by = MIO_BY_NONE;
+	key->region = file->region;
+	key->conn = conn_of(key->tid);
+	account_page_cache(key, bytes, -1);
+}
+
 /* Account iocb i of an io_submit call; accepted says whether the kernel
  * took it (its submitted size counts) or rejected it (an error). cas: its
  * rejection's event may take an event slot. */
@@ -1747,7 +1813,11 @@ static __always_inline int account_iocb_in(__u64 iocbpp, __u32 i, __u32 accepted
 	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_EXIT))
 		return 0;
 	file.region = op <= MIO_READ ? region_of(file.dev, file.ino, cb.aio_offset) : MIO_REGION_NONE;
-	account(&file, op, MIO_API_LIBAIO, accepted ? bytes : -1, current_tid());
+	account_iocb_row(&file, op, accepted ? bytes : -1);
+	/* an O_DIRECT read: top counts it read from the device as submitted, record at its completion */
+	pending.direct = op == MIO_READ && accepted && bytes > 0 && file_is_direct(file.file, false);
+	if (pending.direct && !targ_record)
+		direct_read_scratch(&file, bytes);
 	pending.ts_ns = submit_ns;
 	pending.dev = file.dev;
 	pending.ino = file.ino;
@@ -1829,8 +1899,15 @@ static __always_inline void complete_aio(struct inflight *call, long ret, const 
 		if ((__s64)ev.res >= 0)
 			RECORD_LATENCY(cas, pending->dev, pending->ino, pending->op, MIO_API_LIBAIO,
 				       now - pending->ts_ns);
-		if (targ_record)
+		if (targ_record) {
 			EMIT(cas, pending, MIO_API_LIBAIO, ev.res, now);
+			if (pending->direct && (__s64)ev.res > 0) {
+				/* its direct read's event, untimed (the entry goes next) */
+				pending->op = MIO_DIRECT_READ;
+				pending->ts_ns = 0;
+				EMIT(cas, pending, MIO_API_LIBAIO, ev.res, now);
+			}
+		}
 		bpf_map_delete_elem(&aio_pending, &ev.obj);
 	}
 	/* the rest stay pending until aged out: in record mode their events are
@@ -2002,8 +2079,9 @@ static __always_inline int account_call(struct inflight *call, long ret, const b
 	/* record drains the per-interval counts unread: of a row it needs only
 	 * what making one does once per file and thread (the file's name, the
 	 * server's claim on its pages, the thread's name), done when the file
-	 * became the thread's last one. Measured in issue 19 (tools/ab_objects.py). */
-	if (!(targ_record && same))
+	 * became the thread's last one. Measured in issue 19 (tools/ab_objects.py).
+	 * An O_DIRECT read's direct-read event is made there too (account_in). */
+	if (!(targ_record && same && !(call->op == MIO_READ && ret > 0 && file_is_direct(file.file, cast))))
 		ACCOUNT(cas, &file, call->op, MIO_API_SYSCALL, ret, call->tid);
 	/* not timed: record still emits it, its latency unknown */
 	if (!ts_ns && !targ_record)
@@ -2062,7 +2140,7 @@ static __always_inline int account_untimed(struct mio_syscall_args *a, long ret,
 	request_region(&file, op, at_pos, offset, ret, cast);
 	/* top's every request passes here: its accounting inlined (no call) */
 	if (cas)
-		account_in(&file, op, MIO_API_SYSCALL, ret, tid, true);
+		account_in(&file, op, MIO_API_SYSCALL, ret, tid, true, true);
 	else
 		account(&file, op, MIO_API_SYSCALL, ret, tid);
 	return 0;
@@ -2381,6 +2459,7 @@ int handle_uring_submit(__u64 *ctx)
 			return 0;
 		pending.dev = file.dev;
 		pending.ino = file.ino;
+		pending.direct = op == MIO_READ && file_is_direct(file.file, false);
 		id.ino = file.ino;
 		id.dev = file.dev;
 		remember_name(file.file, &id, SCRATCH_URING_SUBMIT);
@@ -2411,6 +2490,24 @@ static __always_inline void uring_completed(struct pending_io *pending, __u64 *k
 	bpf_map_delete_elem(&uring_pending, key);
 }
 
+/* Linux 5.10: an O_DIRECT read's completion, its file known from its submission only */
+static __always_inline void direct_read_by_user_data(const struct file_ref *file, __u32 tid, __s64 res, const bool cas)
+{
+	struct file_op_key key = {};
+
+	key.ino = file->ino;
+	key.dev = file->dev;
+	key.tid = tid;
+	key.op = MIO_DIRECT_READ;
+	key.api = MIO_API_IO_URING;
+	key.region = file->region;
+	key.conn = conn_of(tid);
+	if (cas)
+		account_page_cache_cas(&key, res, -1);
+	else
+		account_page_cache(&key, res, -1);
+}
+
 /* io_uring_complete(ctx, user_data, res, cflags) (Linux 5.10): the request is
  * the one submitted with that ring and user_data; only the target's are in
  * uring_pending, and a completion may run in any context (an interrupt, on
@@ -2437,6 +2534,8 @@ static __always_inline int on_uring_complete_by_user_data(__u64 *ctx, const bool
 	file.region = pending->op <= MIO_READ ? region_of(file.dev, file.ino, pending->offset)
 					      : MIO_REGION_NONE;
 	ACCOUNT(cas, &file, pending->op, MIO_API_IO_URING, res, pending->tid);
+	if (pending->direct && res > 0)
+		direct_read_by_user_data(&file, pending->tid, res, cas);
 	uring_completed(pending, &key, pending->op, res, cas);
 	return 0;
 }

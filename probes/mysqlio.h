@@ -51,6 +51,9 @@ enum mio_op {
 	/* bytes read from its device into the file's page cache (bytes = bios' bytes, ops = bios) */
 	MIO_DISK_READ = 8, /* a read bio not marked readahead (a page's own read, ->read_folio) */
 	MIO_READAHEAD = 9, /* a read bio of the kernel's readahead (REQ_RAHEAD) */
+	/* a read of a file open with O_DIRECT: its bytes came from the device, past the page
+	 * cache (bytes = the read's, ops = reads; also in the MIO_READ row, which counts it) */
+	MIO_DIRECT_READ = 10,
 };
 
 enum mio_api {
@@ -298,7 +301,7 @@ struct pending_io {
 	__u8 op;
 	__u8 by;   /* enum mio_by (page-cache events) */
 	__u8 region; /* enum mio_region (a read/write syscall of a region file) */
-	__u8 pad;
+	__u8 direct; /* a read of a file open with O_DIRECT (libaio; io_uring on Linux 5.10) */
 	__u32 conn;  /* the submitting thread's connection (struct file_op_key's) */
 };
 

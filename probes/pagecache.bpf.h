@@ -719,7 +719,11 @@ static __always_inline int on_bio(struct bio *bio, const bool cas, const bool ca
 	if (pf.mode == S_IFREG) {
 		id.ino = pf.ino;
 		id.dev = pf.dev;
-		owner = is_server_file(&id) ? MIO_OWNER_SERVER_FILE : MIO_OWNER_OTHER;
+		/* a read the server's own thread queues is of its file even before that
+		 * read's syscall exit counts it and so remembers the file: the first read
+		 * of a file it never touched before (a table opened after a restart) */
+		owner = is_server_file(&id) || (dir == MIO_DIR_READ && is_target()) ? MIO_OWNER_SERVER_FILE
+										     : MIO_OWNER_OTHER;
 	} else if (pf.mode == S_IFBLK) {
 		owner = MIO_OWNER_FS;
 	} else if (is_target()) {

@@ -92,6 +92,7 @@ def test_the_header_constants_reach_python() -> None:
         "WRITEBACK",
         "DISK_READ",
         "READAHEAD",
+        "DIRECT_READ",
     ]
     assert ctypes.sizeof(abi.Event) == 56 and ctypes.sizeof(abi.FileName) == 400
 

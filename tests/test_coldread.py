@@ -2,11 +2,14 @@
 truth on a real block device (an ext4 on a loop device; never tmpfs, which has no disk):
 
 iogen's coldread scenario writes and fsyncs a file, drops its pages, reads it whole cold
-(buffered, sequential) and again warm, and reads a second file with O_DIRECT. top must give
-per file exactly the bytes its page cache read from the device (the cold read: the file's
-size; the warm one: nothing), the readahead's part of them no more than that, O_DIRECT's bytes
-on the device line as the server's direct I/O, and the process's disk reads (its files' and
-its direct I/O) must add up to the kernel's own /proc/PID/io read_bytes over iogen's reads.
+(buffered, sequential) and again warm; reads a second file with O_DIRECT (pread, then libaio,
+then io_uring); and reads a third one, dropped too, a page at a time at scattered offsets.
+top must give per file exactly the bytes read from the device for it (the cold read: the
+file's size; the warm one: nothing; O_DIRECT: every byte its reads returned, also counted as
+direct; the scattered reads: the pages the file has cached after them, which the readahead
+decides and iogen measures), the readahead's part no more than that, the page-cache hits
+(mysqlio.cache_hits: the warm read's bytes; none for O_DIRECT), and the process's disk reads
+(its files' sums) must equal the kernel's own /proc/PID/io read_bytes over iogen's reads.
 The same through `mysqlio record` and `mysqlio report`.
 """
 
@@ -22,6 +25,7 @@ from test_pagecache import _traced_window
 from test_record_pagecache import _recorded
 
 from mysqlio import kernel_features
+from mysqlio.cache_hits import hit_bytes
 from mysqlio.devtools.loop_disk import LoopDisk, loop_ext4
 from mysqlio.devtools.traced import COUNTERS, assert_exact, report_json
 from mysqlio.report.build import build_report
@@ -67,28 +71,46 @@ def test_coldread_disk_reads_exact(iogen: Path, disk: LoopDisk, monkeypatch: pyt
     run, _ = _traced_window(iogen, disk, ("coldread",))
     assert_exact(run, disk.mount)  # writes, writeback and each file's disk_read_bytes
     files = {Path(f["path"]).name: f for f in run.expected["files"]}
-    cold, direct = files["coldread.dat"], files["coldread_direct.dat"]
+    cold, direct, scattered = files["coldread.dat"], files["coldread_direct.dat"], files["coldread_random.dat"]
     traced = run.traced.under(str(disk.mount))
-    got_cold = traced[cold["path"]]
+    got_cold, got_direct, got_scattered = (traced[f["path"]] for f in (cold, direct, scattered))
     # read twice, from the disk once (iogen saw it uncached before, cached after): the warm
-    # read added nothing
+    # read added nothing, and was all hits
     assert got_cold["read_bytes"] == 2 * got_cold["disk_read_bytes"] == 2 * cold["disk_read_bytes"] > 0
+    assert got_cold["direct_read_bytes"] == 0
+    assert hit_bytes(got_cold["read_bytes"], got_cold["disk_read_bytes"]) == cold["disk_read_bytes"]
     # a buffered read that misses goes through the readahead (the device's read_ahead_kb is
     # not 0), which marks its bios: some of the cold read, if not all, is counted apart
     assert 0 < got_cold["readahead_bytes"] <= got_cold["disk_read_bytes"]
-    # O_DIRECT bypasses the page cache: not the file's page-cache reads, the device's direct I/O
-    assert traced[direct["path"]]["disk_read_bytes"] == 0
+    # O_DIRECT (pread, libaio, io_uring): every byte from the disk, for the file; no hit
+    assert got_direct["read_bytes"] == got_direct["disk_read_bytes"] == got_direct["direct_read_bytes"]
+    assert got_direct["direct_read_bytes"] == direct["direct_read_bytes"] == direct["disk_read_bytes"] > 0
+    assert got_direct["readahead_bytes"] == 0
+    assert hit_bytes(got_direct["read_bytes"], got_direct["disk_read_bytes"]) == 0
+    # ... and outside the page cache: on the device line, the server's direct I/O
     read_by = _device_read_by(run.intervals, disk.name)
-    assert read_by["server_direct"] == direct["direct_read_bytes"] > 0, read_by
+    assert read_by["server_direct"] == direct["direct_read_bytes"], read_by
+    # scattered cold pages: what the disk gave is what the file has cached (assert_exact);
+    # what was asked came from the disk or was a hit
+    scattered_hits = hit_bytes(got_scattered["read_bytes"], got_scattered["disk_read_bytes"])
+    assert scattered_hits + got_scattered["disk_read_bytes"] >= scattered["read_bytes"] > 0
+    assert 0 <= got_scattered["readahead_bytes"] <= got_scattered["disk_read_bytes"] > 0
+    # each interval's JSON: the hits of its own counters
+    for obj in run.intervals:
+        for f in obj["files"]:
+            assert f["cache_hit_bytes"] == hit_bytes(f["read_bytes"], f["disk_read_bytes"]), f["path"]
     # who read: iogen's own thread (single-threaded: tid = pid), every byte
     pid = run.expected["pid"]
-    assert _thread_disk_reads(run.intervals, cold["path"], pid) == cold["disk_read_bytes"]
-    # the process's disk reads, as the kernel counts them for it
-    process_reads = sum(_thread_disk_reads(run.intervals, p, pid) for p in traced) + read_by["server_direct"]
+    for f in (cold, direct, scattered):
+        assert _thread_disk_reads(run.intervals, f["path"], pid) == f["disk_read_bytes"], f["path"]
+    # the process's disk reads, as the kernel counts them for it: the sum of its files'
+    process_reads = sum(_thread_disk_reads(run.intervals, p, pid) for p in traced)
     assert process_reads == run.expected["proc_io_read_bytes"]
     print(
         f"coldread: {cold['disk_read_bytes']} B cold from disk ({got_cold['readahead_bytes']} B readahead), "
-        f"warm 0, O_DIRECT {direct['direct_read_bytes']} B; /proc/PID/io read_bytes {run.expected['proc_io_read_bytes']}"
+        f"warm 0; O_DIRECT {direct['direct_read_bytes']} B; scattered {scattered['read_bytes']} B asked, "
+        f"{scattered['disk_read_bytes']} B from disk ({got_scattered['readahead_bytes']} B readahead), "
+        f"{scattered_hits} B hits; /proc/PID/io read_bytes {run.expected['proc_io_read_bytes']}"
     )
 
 
@@ -104,15 +126,18 @@ def test_coldread_recorded_exact(iogen: Path, disk: LoopDisk, tmp_path: Path) ->
         g = got[want["path"]]
         assert {c: g[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
         assert g["disk_read_bytes"] == want["disk_read_bytes"], want["path"]
+        assert g["direct_read_bytes"] == want["direct_read_bytes"], want["path"]
         assert 0 <= g["readahead_bytes"] <= g["disk_read_bytes"]
+        assert g["cache_hit_bytes"] == hit_bytes(g["read_bytes"], g["disk_read_bytes"]), want["path"]
     (want_cold,) = [f for f in expected["files"] if f["path"].endswith("/coldread.dat")]
+    assert got[want_cold["path"]]["cache_hit_bytes"] == want_cold["disk_read_bytes"]  # the warm read
     direct = sum(f["direct_read_bytes"] for f in expected["files"])
     (loop,) = [d for d in report["devices"] if d["name"] == disk.name]
     assert loop["read_by"]["server_direct"] == direct > 0
     by_thread = report_json(str(trace), "--group", "thread", "--match", str(disk.mount))
     (thread,) = by_thread["threads"]
     assert thread["tid"] == expected["pid"]
-    assert thread["disk_read_bytes"] + direct == expected["proc_io_read_bytes"]
+    assert thread["disk_read_bytes"] == expected["proc_io_read_bytes"]  # O_DIRECT's included
     # the text report's column, on the cold file's line
     rows = render_rows(build_report(TraceReader(str(trace))).rows, "file", 200, page_cache=True)
     console = Console(width=200, color_system=None, record=True, file=io.StringIO())

@@ -190,9 +190,12 @@ KDEV2 = (253 << 20) | 0
 START = 123_000_000_000
 
 
-_BYTES_OPS = [OP_NAMES.index(op) for op in ("write", "read", "dirty", "writeback", "disk_read", "readahead")]
+_BYTES_OPS = [
+    OP_NAMES.index(op) for op in ("write", "read", "dirty", "writeback", "disk_read", "readahead", "direct_read")
+]
 _SYNC_OPS = [OP_NAMES.index(op) for op in ("fsync", "fdatasync", "sync_file_range", "msync")]
-_PAGE_CACHE_OPS = [OP_NAMES.index(op) for op in ("dirty", "writeback", "disk_read", "readahead")]
+# and a direct read's event: its request's bytes again, from the disk, untimed
+_PAGE_CACHE_OPS = [OP_NAMES.index(op) for op in ("dirty", "writeback", "disk_read", "readahead", "direct_read")]
 _WRITEBACK = OP_NAMES.index("writeback")
 _KERNEL_API = API_NAMES.index("kernel")
 
@@ -260,9 +263,10 @@ def brute_force(e: np.ndarray, files: dict, key_of: Any) -> dict[Any, dict[str, 
         elif op == "writeback":
             c["writeback_bytes"] += res
             c[f"wb_{BY_NAMES[row['by']]}"] += res
-        elif op in ("disk_read", "readahead"):  # readahead is read from the disk too
+        elif op in ("disk_read", "readahead", "direct_read"):  # all read from the disk
             c["disk_read_bytes"] += res
             c["readahead_bytes"] += res if op == "readahead" else 0
+            c["direct_read_bytes"] += res if op == "direct_read" else 0
         else:
             c[f"{op}_ops"] += 1
             c["sync_ops"] += 1
@@ -309,7 +313,11 @@ def test_round_trip_totals_are_exact(tmp_path: Path) -> None:
     assert sum(totals["writeback_by"].values()) == totals["writeback_bytes"]
     readahead = int(res[e["op"] == OP_NAMES.index("readahead")].sum())
     assert totals["readahead_bytes"] == readahead > 0
-    assert totals["disk_read_bytes"] == int(res[e["op"] == OP_NAMES.index("disk_read")].sum()) + readahead > readahead
+    direct = int(res[e["op"] == OP_NAMES.index("direct_read")].sum())
+    assert totals["direct_read_bytes"] == direct > 0
+    disk = int(res[e["op"] == OP_NAMES.index("disk_read")].sum()) + readahead + direct
+    assert totals["disk_read_bytes"] == disk > readahead + direct
+    assert totals["cache_hit_bytes"] == max(0, totals["read_bytes"] - disk)
     assert totals["errors"] == int((~ok).sum())
     assert obj["events"] == obj["events_in_trace"] == len(e)
     assert obj["lost_events"] == 99 and obj["complete"] and obj["duration_s"] == 6.0

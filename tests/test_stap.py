@@ -358,7 +358,7 @@ def stpm_defines() -> dict[str, str]:
     return dict(re.findall(r"@define (\w+) %\(\s*(.*?)\s*%\)", text))
 
 
-STAP_UNCOUNTED_OPS = {Op.MSYNC, Op.DIRTY, Op.WRITEBACK, Op.DISK_READ, Op.READAHEAD}
+STAP_UNCOUNTED_OPS = {Op.MSYNC, Op.DIRTY, Op.WRITEBACK, Op.DISK_READ, Op.READAHEAD, Op.DIRECT_READ}
 
 
 def test_codes_match_python_and_limits_match_the_bpf_probe() -> None:

@@ -53,6 +53,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1168,7 +1169,12 @@ static void sc_read_existing(void)
  * and buffered: every byte from the disk (readahead included; a whole number of pages, so
  * no block past EOF); then again: every byte from the page cache. coldread_direct.dat
  * (DIRECT_PAGES, written and fsynced) read whole with O_DIRECT: from the disk, outside the
- * page cache. "disk_read_bytes" is what the file's page cache read from its device;
+ * page cache; then with libaio and io_uring (O_DIRECT too). coldread_random.dat
+ * (RANDOM_PAGES, dropped as coldread.dat) read with RANDOM_READS page-sized preads at
+ * scattered pages: what the disk gave it depends on the readahead, so it is measured:
+ * the pages mincore(2) finds cached after (none before). coldread_fresh.dat: see
+ * fresh_file. "disk_read_bytes" is every byte
+ * read from the disk for the file (its page cache's reads and its O_DIRECT reads);
  * "direct_read_bytes" what O_DIRECT reads read; "proc_io_read_bytes" the kernel's own
  * /proc/self/io read_bytes over the reads (bios this process submitted). Where cachestat(2)
  * exists the file must be uncached before its cold read and wholly cached after.
@@ -1176,6 +1182,8 @@ static void sc_read_existing(void)
 #define COLD_PAGES	256
 #define DIRECT_PAGES	64
 #define COLD_CHUNK	(64 * 1024)
+#define RANDOM_PAGES	1024
+#define RANDOM_READS	24
 
 static long long proc_read_bytes(void)
 {
@@ -1213,11 +1221,88 @@ static void read_whole(struct file *f, int fd, size_t chunk)
 		off += n;
 }
 
+/* pages of @fd's first @pages cached now (mincore of a mapping, which faults nothing in) */
+static long long cached_pages(int fd, long long pages)
+{
+	unsigned char vec[RANDOM_PAGES];
+	long long i, n = 0;
+	void *map;
+
+	if (pages > RANDOM_PAGES)
+		fail("cached_pages: %lld pages, at most %d", pages, RANDOM_PAGES);
+	map = mmap(NULL, pages * page_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		die("mmap");
+	if (mincore(map, pages * page_size, vec))
+		die("mincore");
+	munmap(map, pages * page_size);
+	for (i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	return n;
+}
+
+/* the same O_DIRECT file read whole again with libaio, then with io_uring: each a disk read */
+static void direct_read_async(struct file *d, int dfd)
+{
+	static const struct io rd[] = { RQ(0, K_READ, 0, DIRECT_PAGES * 4096 / 2),
+					RQ(0, K_READ, DIRECT_PAGES * 4096 / 2, DIRECT_PAGES * 4096 / 2) };
+	io_context_t ctx = 0;
+	struct io_uring ring;
+	int ret;
+
+	if (page_size != 4096)	/* the requests are in 4 KiB pages */
+		return;
+	ret = io_setup(MAX_BATCH, &ctx);
+	if (ret < 0)
+		die_err("io_setup", -ret);
+	aio_batch(ctx, &dfd, &d, rd, ARRAY_SIZE(rd));
+	io_destroy(ctx);
+	ret = io_uring_queue_init(MAX_BATCH, &ring, 0);
+	if (ret < 0)
+		die_err("io_uring_queue_init", -ret);
+	uring_batch(&ring, &dfd, &d, rd, ARRAY_SIZE(rd), false);
+	io_uring_queue_exit(&ring);
+	d->direct_read_bytes += (long long)DIRECT_PAGES * 4096 * 2;
+}
+
+/*
+ * coldread_fresh.dat (COLD_PAGES): written, fsynced and its pages dropped by a child
+ * process (another process: not traced), then read whole, cold, by iogen: a file the traced
+ * process had never touched before its first read, as a table a restarted server opens
+ * (its first read's bios are queued before that read's syscall is counted).
+ */
+static int fresh_file(struct file **fp)
+{
+	struct file *f = file_get("coldread_fresh.dat");
+	int fd, status;
+	pid_t child;
+
+	if (unlink(f->path) && errno != ENOENT)
+		die("unlink");
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		for (int i = 0; fd >= 0 && i < COLD_PAGES; i++)
+			if (pwrite(fd, buf, page_size, (off_t)i * page_size) != page_size)
+				_exit(1);
+		_exit(fd < 0 || fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ? 1 : 0);
+	}
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
+		fail("coldread_fresh.dat: its writer failed");
+	f->pc = true;	/* nothing dirtied or written back by iogen */
+	f->rd = true;
+	fd = open_file(fp, "coldread_fresh.dat", O_RDONLY);
+	cached_check(fd, 0, "coldread_fresh.dat before its cold read");
+	return fd;
+}
+
 static void sc_coldread(void)
 {
-	struct file *f, *d;
-	long long io0;
-	int fd = pc_open(&f, "coldread.dat"), dfd;
+	struct file *f, *d, *r, *n;
+	long long io0, page;
+	int fd = pc_open(&f, "coldread.dat"), dfd, rfd, nfd, i;
 
 	f->rd = true;
 	pc_write_pages(f, fd, 0, COLD_PAGES);
@@ -1237,6 +1322,17 @@ static void sc_coldread(void)
 	if (dfd < 0)
 		die("open O_DIRECT");
 
+	rfd = pc_open(&r, "coldread_random.dat");
+	r->rd = true;
+	pc_write_pages(r, rfd, 0, RANDOM_PAGES);
+	ok(r, OP_FSYNC, fsync(rfd), "fsync");
+	pc_written(r, RANDOM_PAGES, WB_FSYNC);
+	if ((errno = posix_fadvise(rfd, 0, 0, POSIX_FADV_DONTNEED)))
+		die("posix_fadvise");
+	if (cached_pages(rfd, RANDOM_PAGES))
+		fail("coldread_random.dat: cached before its reads");
+	nfd = fresh_file(&n);
+
 	io0 = proc_read_bytes();
 	read_whole(f, fd, COLD_CHUNK);
 	f->disk_read_bytes = (long long)COLD_PAGES * page_size;
@@ -1244,7 +1340,18 @@ static void sc_coldread(void)
 	read_whole(f, fd, COLD_CHUNK);	/* warm: nothing more from the disk */
 	read_whole(d, dfd, COLD_CHUNK);
 	d->direct_read_bytes = (long long)DIRECT_PAGES * page_size;
+	direct_read_async(d, dfd);
+	d->disk_read_bytes = d->direct_read_bytes;
+	/* scattered pages (a multiplicative step modulo the page count: a different page each) */
+	for (i = 0, page = 7; i < RANDOM_READS; i++, page = (page * 389 + 101) % RANDOM_PAGES)
+		ok(r, OP_READ, pread(rfd, rbuf, page_size, page * page_size), "pread64");
+	r->disk_read_bytes = cached_pages(rfd, RANDOM_PAGES) * page_size;
+	read_whole(n, nfd, COLD_CHUNK);
+	n->disk_read_bytes = (long long)COLD_PAGES * page_size;
+	cached_check(nfd, COLD_PAGES, "coldread_fresh.dat after its cold read");
 	proc_io_read = proc_read_bytes() - io0;
+	xclose(nfd);
+	xclose(rfd);
 	xclose(dfd);
 	xclose(fd);
 }

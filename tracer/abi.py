@@ -55,6 +55,7 @@ class Op(enum.IntEnum):
     WRITEBACK = 7
     DISK_READ = 8
     READAHEAD = 9
+    DIRECT_READ = 10
 
 
 class Api(enum.IntEnum):
@@ -297,7 +298,7 @@ class PendingIo(Struct):
         ("op", ctypes.c_uint8),
         ("by", ctypes.c_uint8),
         ("region", ctypes.c_uint8),
-        ("pad", ctypes.c_uint8),
+        ("direct", ctypes.c_uint8),
         ("conn", ctypes.c_uint32),
     ]
 

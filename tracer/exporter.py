@@ -19,6 +19,9 @@ With the page cache counted (eBPF with its hooks), bytes dirtied and written bac
 and each block device's completed bytes and requests, with whose bytes they were
 (`owner`: the server's files, its direct I/O, the filesystem, other); "device" is
 the device's own count.
+Reads: bytes read from the device for the files (their page cache's reads, the readahead's
+part, O_DIRECT reads), per kind and per file, and the page cache's hits (mysqlio.cache_hits,
+derived per file and interval, then summed).
 
 Every sample carries the labels `namespace`, `pod`, `container` (the traced server's
 Kubernetes names, "" on the host), as `exporter --all` gives them; a containerised
@@ -67,7 +70,13 @@ _COUNTERS = (
     ("read_ops", "read_ops", "Read requests"),
     ("errors", "errors", "Requests that failed"),
     ("dirtied_bytes", "dirtied_bytes", "Page-cache bytes that went clean -> dirty (writes, stores into a mapping)"),
+    ("disk_read_bytes", "disk_read_bytes", "Bytes read from the device for the files (readahead, O_DIRECT included)"),
+    ("readahead_bytes", "readahead_bytes", "Bytes the kernel's readahead read from the device"),
+    ("direct_read_bytes", "direct_read_bytes", "Bytes O_DIRECT reads read from the device (also in read_bytes)"),
 )
+# bytes of buffered reads the page cache gave, summed over intervals (mysqlio.cache_hits; hit
+# ratio: rate(cache_hit_bytes) / (rate(read_bytes) - rate(direct_read_bytes)))
+_HIT_HELP = "Bytes of buffered reads the page cache gave (read - read from the device, per file and interval)"
 _WRITEBACK_HELP = "Page-cache bytes the kernel wrote to the device, by cause (fsync, flusher_periodic, msync ...)"
 
 
@@ -77,6 +86,7 @@ class _FileSeries:
 
     kind: str
     counts: Counts = field(default_factory=Counts)
+    cache_hit_bytes: int = 0  # per interval derived, then summed: a counter never goes down
     score: float = 0.0  # bytes, decayed with RANK_TIME_CONSTANT_S
     scored_at: float = 0.0
 
@@ -109,6 +119,7 @@ class ExporterState:
         self.container_labels: dict[str, str] = dict.fromkeys(CONTAINER_LABELS, "")
         self._lock = threading.Lock()
         self._kinds: dict[str, Counts] = {kind: Counts() for kind in KINDS}
+        self._kind_hits: dict[str, int] = dict.fromkeys(KINDS, 0)
         # (path, kind, region): region "" but for ibdata1's regions (model.FileActivity.region)
         self._files: OrderedDict[tuple[str, str, str], _FileSeries] = OrderedDict()  # least recently active first
         self._exported: list[tuple[str, str, str]] = []
@@ -128,6 +139,8 @@ class ExporterState:
             now = interval.time
             for activity in interval.files:
                 self._kinds.setdefault(activity.kind, Counts()).merge(activity)
+                hits = activity.cache_hit_bytes
+                self._kind_hits[activity.kind] = self._kind_hits.get(activity.kind, 0) + hits
                 key = (printable(activity.path), activity.kind, activity.region)
                 series = self._files.get(key)
                 if series is None:
@@ -135,6 +148,7 @@ class ExporterState:
                 else:
                     self._files.move_to_end(key)
                 series.counts.merge(activity)
+                series.cache_hit_bytes += hits
                 for cls, hist in activity.latency.items():
                     total = self._latency.get((activity.kind, cls))
                     if total is None:
@@ -195,6 +209,11 @@ class ExporterState:
             for kind, counts in self._kinds.items():
                 family.add_metric([kind], getattr(counts, attr))
             yield family
+        if self.backend != "stap":  # it counts no disk read: every read would be a "hit"
+            hits = CounterMetricFamily("mysqlio_cache_hit_bytes_total", f"{_HIT_HELP}, by file kind", labels=["kind"])
+            for kind, n in self._kind_hits.items():
+                hits.add_metric([kind], n)
+            yield hits
         syncs = CounterMetricFamily(
             "mysqlio_sync_ops_total", "Sync requests, by file kind and system call", labels=["kind", "call"]
         )
@@ -221,6 +240,15 @@ class ExporterState:
             for (path, kind, region), counts in exported:
                 family.add_metric([path, kind, region], getattr(counts, attr))
             yield family
+        if self.backend != "stap":
+            hits = CounterMetricFamily(
+                "mysqlio_file_cache_hit_bytes_total",
+                f"{_HIT_HELP}, for the files with most bytes lately (--top-files)",
+                labels=["path", "kind", "region"],
+            )
+            for key in self._exported:
+                hits.add_metric(list(key), self._files[key].cache_hit_bytes)
+            yield hits
         syncs = CounterMetricFamily(
             "mysqlio_file_sync_ops_total",
             "Sync requests by system call, for the files with most bytes lately (--top-files)",

@@ -41,6 +41,7 @@ CLASS_OF_OP = {
     Op.WRITEBACK: "write",
     Op.DISK_READ: "read",
     Op.READAHEAD: "read",
+    Op.DIRECT_READ: "read",
 }
 ACCURACY_NOTE = f"latency percentiles: {SUB} buckets per power of 2 (±{100 / (2 * SUB):g} %); max exact"
 

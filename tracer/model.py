@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .abi import By, Op, Region
+from .cache_hits import hit_bytes
 from .classify import Classifier
 from .devices import DeviceActivity
 from .events import API_NAMES
@@ -32,9 +33,11 @@ COUNTER_FIELDS = (
     "dirtied_bytes",
     "writeback_bytes",
     *WRITEBACK_BY_FIELDS,
-    # read from the device into the file's page cache: all of it, and the readahead's part
+    # read from the device for the file: all of it (page cache and O_DIRECT), the readahead's
+    # part, and the O_DIRECT reads' part (also in read_bytes: they were requested)
     "disk_read_bytes",
     "readahead_bytes",
+    "direct_read_bytes",
 )
 # the counters a successful request of each op adds to: (its bytes, or None; its requests,
 # or None: page-cache rows count folios and bios, which no one asked for)
@@ -50,13 +53,22 @@ OP_COUNTERS: dict[Op, tuple[str | None, str | None]] = {
     Op.DISK_READ: ("disk_read_bytes", None),
     # and disk_read_bytes too (Counts.add, trace_counts.count): readahead is read from the disk
     Op.READAHEAD: ("readahead_bytes", None),
+    # and disk_read_bytes too, as readahead (its MIO_READ row has the request's bytes and ops)
+    Op.DIRECT_READ: ("direct_read_bytes", None),
 }
-# page-cache rows: the kernel's work, not a request (no API, not in `apis`)
-PAGE_CACHE_OPS = frozenset({Op.DIRTY, Op.WRITEBACK, Op.DISK_READ, Op.READAHEAD})
+# page-cache rows: the kernel's work, not a request (no API, not in `apis`); a direct read's
+# row is its request's READ row again, seen from the disk
+PAGE_CACHE_OPS = frozenset({Op.DIRTY, Op.WRITEBACK, Op.DISK_READ, Op.READAHEAD, Op.DIRECT_READ})
+# the rows whose bytes were read from the disk besides their own counter (Counts.add)
+DISK_READ_TOO = (Op.READAHEAD, Op.DIRECT_READ)
 # what a row of `top` or of a report can stand for
 GROUPS = ("file", "kind", "table", "thread", "user", "connection", "query")
 # the groups that need the server's view of its threads (--mysql, performance_schema)
 SERVER_GROUPS = ("user", "connection", "query")
+
+
+# COUNTER_FIELDS held as attributes (the wb_* ones live in Counts.writeback_by)
+_ATTRIBUTE_COUNTERS = tuple(name for name in COUNTER_FIELDS if not name.startswith("wb_"))
 
 
 def writeback_field(by: By) -> str:
@@ -83,11 +95,17 @@ class Counts:
     writeback_by: dict[str, int] = field(default_factory=dict)
     disk_read_bytes: int = 0
     readahead_bytes: int = 0
+    direct_read_bytes: int = 0
     apis: set[str] = field(default_factory=set)
 
     @property
     def sync_ops(self) -> int:
         return self.fsync_ops + self.fdatasync_ops + self.sync_file_range_ops + self.msync_ops
+
+    @property
+    def cache_hit_bytes(self) -> int:
+        """Read bytes the page cache gave (mysqlio.cache_hits: derived, approximate)."""
+        return hit_bytes(self.read_bytes, self.disk_read_bytes)
 
     def counter(self, name: str) -> int:
         """A counter of COUNTER_FIELDS by name (the wb_* ones live in writeback_by)."""
@@ -115,12 +133,21 @@ class Counts:
             self.add_counter(nops, row.ops)
         if row.op == Op.WRITEBACK and row.by is not By.NONE:
             self.add_counter(writeback_field(row.by), row.bytes)
-        elif row.op == Op.READAHEAD:
+        elif row.op in DISK_READ_TOO:
             self.add_counter("disk_read_bytes", row.bytes)
 
     def merge(self, other: Counts) -> None:
-        for name in COUNTER_FIELDS:
-            self.add_counter(name, other.counter(name))
+        # add_counter(name, other.counter(name)) for each of COUNTER_FIELDS, unrolled: the
+        # screen merges every file of every interval into its totals (issue 60)
+        mine, theirs = self.__dict__, other.__dict__
+        for name in _ATTRIBUTE_COUNTERS:
+            if theirs[name]:
+                mine[name] += theirs[name]
+        if other.writeback_by:
+            by = self.writeback_by
+            for cause in WRITEBACK_CAUSES:
+                if other.writeback_by.get(cause, 0):
+                    by[cause] = by.get(cause, 0) + other.writeback_by[cause]
         self.apis |= other.apis
 
     def counters_json(self) -> dict[str, Any]:
@@ -143,6 +170,8 @@ class Counts:
             "writeback_by": {cause: wb[cause] for cause in WRITEBACK_CAUSES if cause in wb} if wb else {},
             "disk_read_bytes": int(self.disk_read_bytes),
             "readahead_bytes": int(self.readahead_bytes),
+            "direct_read_bytes": int(self.direct_read_bytes),
+            "cache_hit_bytes": hit_bytes(self.read_bytes, self.disk_read_bytes),
         }
 
 

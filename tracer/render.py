@@ -34,6 +34,7 @@ class Header:
     sort: str
     datadir: str | None = None
     banner: str | None = None
+    warmup: str | None = None  # the warm-up after a restart (mysqlio.warmup_view.warmup_line)
     latency: bool = False
     server_status: str | None = None  # the server's counters (--mysql), one line
     view: str = "syscalls"  # or "page cache" (view.VIEWS)
@@ -128,8 +129,10 @@ _PAGE_CACHE_COLUMNS: list[Column] = [
     _DIRTY,
     _WBACK,
     ("written back by", 24, 0, lambda r: r.wback_causes if r.wback_bps else "-"),
-    # what the files' page cache read from the device (readahead included)
+    # what was read from the device for the files (readahead, O_DIRECT included), and the
+    # share of their buffered reads the page cache gave (mysqlio.cache_hits)
     ("disk rd/s", 9, NARROW, lambda r: human_bytes(r.disk_read_bps)),
+    ("hit %", 5, NARROW, lambda r: "-" if r.cache_hit is None else f"{100 * r.cache_hit:.0f}%"),
 ]
 _LEFT = {"written back by"}
 
@@ -213,6 +216,8 @@ def render_screen(header: Header, rows: list[ScreenRow], width: int, height: int
         parts.append(Text(printable(header.server_status), style="cyan"))
     if header.banner:
         parts.append(Text(printable(header.banner), style="bold yellow"))
+    if header.warmup:
+        parts.append(Text(printable(header.warmup), style="bold green"))
     if height is not None:
         lines = sum(1 + p.plain.count("\n") for p in parts if isinstance(p, Text))
         rows = rows[: max(1, height - lines - 2)]

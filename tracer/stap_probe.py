@@ -232,7 +232,8 @@ class StapProbe:
     def uncounted(self) -> list[str]:
         """io_uring, which the scripts cannot see, is told on stderr when the process uses it."""
         out = [
-            "page cache, writeback, disk reads, devices and msync are counted by the eBPF backend only, not SystemTap"
+            "page cache, writeback, disk reads (O_DIRECT ones too), page-cache hits, devices and msync are counted"
+            " by the eBPF backend only, not SystemTap"
         ]
         if self._regions_asked:
             out.append("ibdata1 regions (doublewrite, system, ...) are split by the eBPF backend only, not SystemTap")

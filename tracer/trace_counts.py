@@ -25,7 +25,7 @@ _ERRORS = COUNTER_FIELDS.index("errors")
 _NBY = len(BY_NAMES)
 # (cause code, column of its written-back bytes)
 _BY_COLUMNS = [(int(by), COUNTER_FIELDS.index(writeback_field(by))) for by in By if by is not By.NONE]
-# readahead is read from the disk: its bytes count in both (model.Counts.add)
+# readahead and direct reads are read from the disk: their bytes count in both (model.Counts.add)
 _DISK_READ = COUNTER_FIELDS.index("disk_read_bytes")
 _LATENCY_CLASS = np.array([CLASSES.index(CLASS_OF_OP[op]) for op in sorted(CLASS_OF_OP)], np.int64)
 assert len(_LATENCY_CLASS) == _NOPS
@@ -55,7 +55,7 @@ def count(key: np.ndarray, size: int, ev: Events) -> np.ndarray:
         if ops_column >= 0:
             out[:, ops_column] = ops[:, op]
     out[:, _ERRORS] = np.bincount(key[~ok], minlength=size)
-    out[:, _DISK_READ] += nbytes[:, int(Op.READAHEAD)]
+    out[:, _DISK_READ] += nbytes[:, int(Op.READAHEAD)] + nbytes[:, int(Op.DIRECT_READ)]
     wb = ok & (ev.op == int(Op.WRITEBACK))
     if wb.any():
         kb = key[wb] * _NBY + ev.by[wb]

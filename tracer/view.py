@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .bursts.fold import FOLDED_KEY, folded_label, redo_dir
+from .cache_hits import hit_ratio
 from .devices import DeviceActivity
 from .filters import Filters
 from .latency import Histogram
@@ -83,7 +84,8 @@ class ScreenRow:
     wback_bps: float = 0.0
     wback_by: dict[str, int] = field(default_factory=dict)
     wback_history: list[float] = field(default_factory=list)
-    disk_read_bps: float = 0.0  # bytes the page cache read from the device (readahead included)
+    disk_read_bps: float = 0.0  # bytes read from the device for the file (readahead, O_DIRECT included)
+    cache_hit: float | None = None  # the buffered reads' page-cache hit ratio (mysqlio.cache_hits)
     # latency summaries (mysqlio.latency.Histogram.summary) by class: write, sync, read
     latency: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -333,4 +335,5 @@ def _row(key: str, track: _Track, c: Counts, secs: float) -> ScreenRow:
         wback_by=dict(c.writeback_by),
         wback_history=list(track.wback_history),
         disk_read_bps=c.disk_read_bytes / secs,
+        cache_hit=hit_ratio(c.read_bytes, c.disk_read_bytes, c.direct_read_bytes),
     )

@@ -48,9 +48,10 @@ COUNTERS = (
 )
 # iogen gives these for its page-cache scenarios (pc_*) only; writeback_by beside them
 PAGE_CACHE_COUNTERS = ("msync_ops", "dirtied_bytes", "writeback_bytes")
-# read from the disk into the file's page cache (iogen's coldread gives disk_read_bytes);
-# readahead_bytes is the readahead's part of it, which iogen cannot know
-DISK_READ_COUNTERS = ("disk_read_bytes", "readahead_bytes")
+# read from the disk for the file (iogen's coldread gives disk_read_bytes, and
+# direct_read_bytes: its O_DIRECT reads' part); readahead_bytes is the readahead's part,
+# which iogen cannot know
+DISK_READ_COUNTERS = ("disk_read_bytes", "readahead_bytes", "direct_read_bytes")
 # iogen's page-cache scenarios whose ground truth holds on any real block device (not
 # tmpfs: no writeback); pc_flusher also needs the flusher's sysctls shortened
 PAGE_CACHE_SCENARIOS = ("pc_fsync", "pc_small", "pc_sfr", "pc_mmap")
@@ -406,3 +407,4 @@ def assert_exact(run: IogenRun, directory: Path) -> None:
             assert run.traced.writeback_by[path] == want["writeback_by"], path
         if "disk_read_bytes" in want:  # a read scenario's file (coldread)
             assert got["disk_read_bytes"] == want["disk_read_bytes"], path
+            assert got["direct_read_bytes"] == want["direct_read_bytes"], path

@@ -14,11 +14,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ..bursts.render import render_trains
+from ..cache_hits import hit_ratio
 from ..devices import DeviceActivity
 from ..kinds import KIND_WIDTH
 from ..latency import ACCURACY_NOTE
 from ..model import WRITEBACK_CAUSES
 from ..units import counts_by_name, human_bytes, human_duration_ns, printable, shorten, utc_time
+from ..warmup_view import warmup_table
 from .model import GroupRow, Report, Stats
 from .timeline import LatencyTimeline
 
@@ -33,6 +35,11 @@ def human_duration(s: float) -> str:
     m, sec = divmod(round(s), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
+
+
+def _hit(stats: Stats) -> str:
+    ratio = hit_ratio(stats.read_bytes, stats.disk_read_bytes, stats.direct_read_bytes)
+    return "-" if ratio is None else f"{100 * ratio:.0f}%"
 
 
 def _lat(stats: Stats, cls: str, q: str) -> str:
@@ -59,12 +66,15 @@ _COLUMNS: list[tuple[str, int, int, Any]] = [
     ("rops", 8, 10, lambda s: human_count(s.read_ops)),
     # the page cache: bytes its reads took from the device (readahead included)
     ("disk rd", 9, 6, lambda s: human_bytes(s.disk_read_bytes)),
+    # the share of the buffered reads the page cache gave (mysqlio.cache_hits)
+    ("hit %", 5, 7, lambda s: _hit(s)),
     ("err", 5, 2, lambda s: human_count(s.errors)),
 ]
 MIN_NAME = 24
-PAGE_CACHE_COLUMNS = frozenset({"dirtied", "wback", "disk rd"})
+PAGE_CACHE_COLUMNS = frozenset({"dirtied", "wback", "disk rd", "hit %"})
 # shown only where some row read from the disk (traces before it was counted have none)
 DISK_READ_COLUMN = "disk rd"
+DISK_READ_COLUMNS = frozenset({DISK_READ_COLUMN, "hit %"})
 
 
 def has_page_cache(r: Report) -> bool:
@@ -123,7 +133,7 @@ def render_rows(
     table = _new_table()
     all_columns = _columns(_COLUMNS, page_cache)
     if not (any(r.stats.disk_read_bytes for r in rows) or (total is not None and total.disk_read_bytes)):
-        all_columns = [c for c in all_columns if c[0] != DISK_READ_COLUMN]
+        all_columns = [c for c in all_columns if c[0] not in DISK_READ_COLUMNS]
     if group == "file":
         columns = _fit(all_columns, width, KIND_WIDTH + 1)
         table.add_column("kind", no_wrap=True, width=KIND_WIDTH)
@@ -403,6 +413,12 @@ def print_report(
         file=out, highlight=False, width=None if tty else 120, color_system="auto" if tty else None, soft_wrap=False
     )
     parts: Iterable[RenderableType] = [render_report(r, console.width, limit)]
+    for warm in r.warmups:  # after each restart: the reads from the disk per table and second
+        heading = f"Warm-up after the restart (pid {warm.warmup.pid})"
+        parts = chain(
+            parts,
+            [Text(""), _heading(heading), Text("\n".join(map(printable, warmup_table(warm.warmup, warm.seconds))))],
+        )
     if per_second and r.per_second is not None:
         parts = chain(parts, [Text(""), _heading("Per second")], render_per_second(r, console.width))
     if timeline is not None:

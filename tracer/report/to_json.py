@@ -45,6 +45,8 @@ def report_json(r: Report, per_second: bool = True) -> dict[str, Any]:
         "devices": [d.to_json() for d in r.devices],
         "device_samples": r.device_samples,
     }
+    if r.warmups:  # after each restart (mysqlio.report.warmup)
+        out["warmups"] = [w.to_json() for w in r.warmups]
     list_key = GROUP_LIST_KEYS[r.group]
     out[list_key] = [row.to_json(r.group) for row in r.rows]
     if r.group != "kind":

@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 from test_server_status import _status_now, _sysbench_transactions
 from test_verify import LOAD_TOLERANCE, _verify
+from test_warmup import _check_warmup, _traced_restart
 
 from mysqlio.bursts.train import SYNC_CALLS
 from mysqlio.devtools.mariadb import MariaDBOptions
@@ -689,3 +690,37 @@ def test_redo_sync_train_is_one_series_named_after_the_log_flusher(
     assert strays in ([], [len(bursts) - 1]), (t["onsets_s"], syncs)
     for i in strays:
         assert {th for at, th, _ in syncs if math.floor(at / 0.1) in bursts[i]} == {"ib_log_checkpt"}, syncs
+
+
+# last in the module: it restarts the module's server (a new process, load_at_startup off)
+def test_warmup_after_restart(
+    bpf_ready: None, mysql: tuple[RootedMySQL, Sysbench], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 61's warm-up on MySQL 9.7 (tests/test_warmup.py's _traced_restart and
+    _check_warmup, as for MariaDB): the module's server restarted with its buffer pool
+    dumped at shutdown, the pool loaded again and oltp_read_only run under `top --follow
+    --json`: each table's disk reads equal to performance_schema's bytes read of its .ibd
+    file, InnoDB's files' (mysql.ibd and undo included) to Innodb_data_read's growth, within
+    1 %, the kernel's readahead apart; the warm-up settled with a duration; every sbtest byte
+    read by the buffer pool load, MySQL's buf_dump_thread (`ib_buf_dump`: it loads as well as
+    dumps), whose tid performance_schema gives in the server's own pid namespace (NSpid).
+
+    innodb_flush_method=O_DIRECT: the load reads page by page with pread() (seen: not
+    libaio), O_DIRECT reads, disk reads by definition (docs/servers.md: what MySQL reads
+    buffered when it opens a tablespace)."""
+    db, bench = mysql
+    window = _traced_restart(db, bench, str(tmp_path / "warmup.trace"))
+    assert db.sql("SELECT @@innodb_flush_method, @@innodb_use_native_aio") == [("O_DIRECT", "1")]
+    summary = _check_warmup(db, window, TABLES, "thread/innodb/buf_dump_thread")
+    # the OS's name of that thread, as top gives it
+    names = {
+        t["name"]
+        for o in window.intervals[window.first :]
+        for f in o["files"]
+        if f["path"].startswith(f"{db.datadir}/sbtest/")
+        for t in f["threads"]
+        if t["disk_read_bytes"]
+    }
+    with capsys.disabled():
+        print(f"\nMySQL {db.version()}: {summary}")
+    assert names == {"ib_buf_dump"}, names

@@ -21,6 +21,7 @@ from .model import GROUPS, SERVER_GROUPS, Interval
 from .render import Header, render_screen
 from .units import human_bytes, printable
 from .view import SORT_KEYS, ScreenRow, ScreenState, device_rates
+from .warmup_view import warmup_line
 
 HELP = "q quit · s sort · g group · l latency · p page cache · r ibdata1 regions"
 
@@ -63,6 +64,7 @@ class LiveScreen:
         self.groups: tuple[str, ...] = tuple(g for g in GROUPS if g not in SERVER_GROUPS)
         self.sampler: Any = None  # sampling.IntervalSampler: key r folds or splits ibdata1's regions
         self.probe: Any = None  # probe.Probe: key l starts timing requests if it was opened untimed
+        self.warmup: Any = None  # warmup.WarmupWatch (top's): the warm-up after a restart, under the banner
 
     def __enter__(self) -> LiveScreen:
         self._live.__enter__()
@@ -81,6 +83,8 @@ class LiveScreen:
             interval.time, interval.interval_s, [f for f in interval.files if self.state.filters.keep(f)]
         )
         self._rows = self.state.update(interval)
+        if self.warmup is not None:
+            self.warmup.feed(interval.pid, interval.time, interval.interval_s, interval.files)
         self._draw()
 
     def _draw(self) -> None:
@@ -105,6 +109,7 @@ class LiveScreen:
             sort=self.state.sort,
             datadir=self.datadir,
             banner=self.bursts.banner(),
+            warmup=warmup_line(self.warmup.current) if self.warmup is not None else None,
             latency=self.state.latency,
             server_status=self._last.server.summary() if self._last.server is not None else None,
             view=self.state.view,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+import psutil
 from rich.console import Console
 
 from . import mapped_files
@@ -21,6 +23,8 @@ from .sampling import IntervalSampler, StopFlag, run_loop
 from .session import open_session, region_notes
 from .units import printable
 from .view import ScreenState
+from .warmup import WarmupWatch
+from .warmup_view import warmup_line
 
 
 @dataclass
@@ -61,6 +65,7 @@ class StreamSink:
         self.threads: Any = None  # a live_threads.LiveThreads (--mysql): its warning, once
         self.container: dict[str, Any] | None = None  # the server's container, in each JSON line
         self.tables: dict[str, Any] | None = None  # the kernel tables' sizes (map_sizing), in each JSON line
+        self.warmup = WarmupWatch()  # the warm-up after a restart (--follow)
 
     def emit(self, interval: Interval) -> None:
         interval.files = [f for f in interval.files if self._filters.keep(f)]
@@ -69,17 +74,21 @@ class StreamSink:
             print(f"mysqlio: warning: {warning}", file=sys.stderr)
             self.notes.append(warning)
         trains = self._bursts.feed(interval)
+        warmup = self.warmup.feed(interval.pid, interval.time, interval.interval_s, interval.files)
         if self._json:
-            write_json(interval, self._out, [t.to_json() for t in trains], self.notes, self.container, self.tables)
+            warm = warmup.to_json() if warmup is not None else None
+            write_json(
+                interval, self._out, [t.to_json() for t in trains], self.notes, self.container, self.tables, warm
+            )
             return
         write_text(interval, self._out, self._latency, self.page_cache)
         if self.group in SERVER_GROUPS:
             write_whole(self._out, format_groups(interval, self.group) + "\n")
         if interval.server is not None:
             write_whole(self._out, printable(interval.server.summary()) + "\n\n")
-        banner = self._bursts.banner()
-        if banner:
-            write_whole(self._out, printable(banner) + "\n\n")
+        for line in (self._bursts.banner(), warmup_line(warmup)):
+            if line:
+                write_whole(self._out, printable(line) + "\n\n")
 
     def wait(self, timeout_s: float) -> None:
         self._stop.wait(max(0.0, timeout_s))
@@ -137,6 +146,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             server = session.server() + where + (mapped if note else "")
             screen = LiveScreen(state, pid, server, session.shown_datadir, console, page_cache[0])
             screen.sampler = sampler
+            screen.warmup = sink.warmup
             screen.probe = session.probe
             if threads is not None:
                 screen.groups = GROUPS
@@ -155,8 +165,16 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
 
         # waits at most a quarter of the interval for the server's answer
         status = BackgroundSampler(options.status, wait_s=min(0.25, options.interval_s / 4))
+
+    def on_restart(_old_pid: int, new_pid: int) -> None:
+        try:  # the warm-up counts from the server's start, a little before it was found
+            started = psutil.Process(new_pid).create_time()
+        except psutil.Error:
+            started = time.time()
+        sink.warmup.restarted(new_pid, started)
+
     try:
-        return trace_following(options.pid, options.follow, stop.event, trace_once)
+        return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
     finally:
         if status is not None:
             status.close()

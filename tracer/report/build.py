@@ -22,6 +22,7 @@ from ..trace_events import Decoder, Events
 from .devices import device_samples, device_totals
 from .groups import GroupAgg, GroupKeys
 from .model import BusySecond, PerSecond, Report, Stats
+from .warmup import report_warmups
 
 _WRITE = OP_NAMES.index("write")
 
@@ -160,6 +161,7 @@ def build_report(
             else None
         ),
         gaps=list(reader.gaps),
+        warmups=report_warmups(reader.path, reader.gaps, filters, duration) if reader.gaps else [],
         server_status=list(reader.server_status),
         devices=device_totals(reader.devices, filters),
         device_samples=len(device_samples(reader.devices, filters)),

@@ -146,6 +146,7 @@ class Report:
     per_second: PerSecond | None = None  # --per-second's rows, made one second at a time
     bursts: list[Train] | None = None  # periodic bursts (mysqlio.bursts), None: not looked for
     gaps: list[dict[str, Any]] = field(default_factory=list)  # server restarts (record --follow)
+    warmups: list[Any] = field(default_factory=list)  # after each restart (report.warmup.ReportWarmup)
     server_status: list[dict[str, Any]] = field(default_factory=list)  # record --mysql samples
     # block devices over the report's time range (record's per-batch samples, summed)
     devices: list[DeviceActivity] = field(default_factory=list)

@@ -11,20 +11,26 @@ Each run also checks that top lost nothing and counted every write iogen made.
 
 Called by tools/bench.py (scenario "scale"); alone, `bench_scale.py --ab DIR` runs
 interleaved A/B rounds of this tree's top against a mysqlio package in DIR (e.g. the last
-commit's tracer/, extracted as DIR/mysqlio) and prints medians and ratios.
+commit's tracer/, extracted as DIR/mysqlio) and prints medians and ratios; with --screen,
+of top's live screen in a pseudo-terminal instead (its CPU per iogen round; nothing is
+read back from the screen, so not checked for exactness).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import pty
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from collections.abc import Sequence
@@ -68,6 +74,7 @@ class Run:
     lost: int = 0
     counted_ops: int = 0  # write ops top counted in iogen's files
     expected_ops: int = 0  # iogen's own count
+    screen: bool = False  # the live screen (nothing read back from it: not checked)
 
 
 class Reader:
@@ -94,9 +101,45 @@ class Reader:
             self.rows += len(mine)
 
 
-def run_once(python_path: str | None, files: int, threads: int, seconds: int, work: str) -> Run:
+class ScreenReader:
+    """Reads the live screen's bytes from a pseudo-terminal as they come (not checked)."""
+
+    def __init__(self, master: int) -> None:
+        self.master = master
+        self.seen = bytearray()  # the first bytes: the screen is up when its title shows
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: top exited and the terminal closed
+                return
+            if not chunk:
+                return
+            if len(self.seen) < 1 << 20:
+                self.seen += chunk
+
+
+def start_screen(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], ScreenReader]:
+    """top's live screen in a pseudo-terminal of 50 x 160, up (its title drawn)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+    top = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    reader = ScreenReader(master)
+    deadline = time.monotonic() + 120
+    while b"mysqlio top" not in reader.seen:
+        if time.monotonic() > deadline or top.poll() is not None:
+            raise RuntimeError(f"top's screen never came up: {bytes(reader.seen[-500:])!r}")
+        time.sleep(0.1)
+    return top, reader
+
+
+def run_once(python_path: str | None, files: int, threads: int, seconds: int, work: str, screen: bool = False) -> Run:
     """iogen many with files x threads for seconds, traced by top from python_path (None:
-    this tree's mysqlio)."""
+    this tree's mysqlio); `screen`: its live screen in a pseudo-terminal, not --json."""
     many = ["--scenario", "many", "--files", str(files), "--threads", str(threads), "--period", "1"]
     gen = subprocess.Popen(
         [str(IOGEN), "--dir", work, "--wait", *many, "--seconds", str(seconds)],
@@ -111,15 +154,19 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
     try:
         assert gen.stdin and gen.stdout
         json.loads(gen.stdout.readline())  # ready: its files open
-        top = subprocess.Popen(
-            [*MYSQLIO, "top", "-p", str(gen.pid), "--json", "-i", "1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        wait_line(top.stderr, "mysqlio: tracing pid", timeout_s=120)
-        reader = Reader(top, work)
+        reader: Reader | ScreenReader
+        if screen:
+            top, reader = start_screen([*MYSQLIO, "top", "-p", str(gen.pid), "-i", "1"], env)
+        else:
+            top = subprocess.Popen(
+                [*MYSQLIO, "top", "-p", str(gen.pid), "--json", "-i", "1"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            wait_line(top.stderr, "mysqlio: tracing pid", timeout_s=120)
+            reader = Reader(top, work)
         at_go = cpu_s(top.pid)
         gen.stdin.write("go\n")
         gen.stdin.flush()
@@ -139,14 +186,19 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
         run.hwm_mib = hwm_mib(top.pid)
         top.send_signal(signal.SIGINT)
         reader.thread.join(timeout=120)  # to its end of file: every interval printed
+        if isinstance(reader, ScreenReader):
+            os.close(reader.master)
         _, _, usage = os.wait4(top.pid, 0)  # the CPU of all its threads, the last drain's too
         top.returncode = 0
         # per interval of all the files: a top that fell behind merged rounds into fewer
         # intervals (fewer rows to name and print), so its CPU is divided by the rows
-        intervals = max(reader.rows, 1) / files
+        # (the screen: iogen's rounds, a second each)
+        intervals = seconds if isinstance(reader, ScreenReader) else max(reader.rows, 1) / files
         run.cpu_per_round = 100 * (usage.ru_utime + usage.ru_stime - at_go) / intervals
-        run.lost, run.counted_ops = reader.lost, reader.ops
+        if isinstance(reader, Reader):
+            run.lost, run.counted_ops = reader.lost, reader.ops
         run.expected_ops = sum(f["write_ops"] for f in expected["files"])
+        run.screen = screen
         return run
     finally:
         for proc in (top, gen):
@@ -185,6 +237,8 @@ def steady_pct(run: Run) -> float:
 
 
 def check_all(runs: Sequence[Run]) -> str:
+    if any(r.screen for r in runs):
+        return "not checked (the screen: no counts read back)"
     bad = [check(r) for r in runs if r.lost or r.counted_ops != r.expected_ops]
     return bad[0] if bad else f"every round exact (0 lost, all {runs[0].expected_ops:,} writes counted)"
 
@@ -194,17 +248,26 @@ def check(run: Run) -> str:
     return f"NOT EXACT: {run.lost:,} lost, {run.counted_ops:,} writes counted of {run.expected_ops:,}"
 
 
-def ab(base: str, cases: Sequence[tuple[int, int]], rounds: int, seconds: int, out: IO[str]) -> None:
+def ab(
+    base: str,
+    cases: Sequence[tuple[int, int]],
+    rounds: int,
+    seconds: int,
+    out: IO[str],
+    screen: bool = False,
+    after: str | None = None,
+) -> None:
     """Interleaved rounds, base (A) then this tree (B) in each; medians and per-round ratios."""
     print("| files x threads | variant | CPU per interval | CPU steady | peak RSS MiB | exact |", file=out)
     print("|---|---|---|---|---|---|", file=out)
+    mode = " (screen)" if screen else ""
     for files, threads in cases:
         work = tempfile.mkdtemp(prefix="mysqlio-bench-scale-", dir="/dev/shm")
         got: dict[str, list[Run]] = {"before": [], "after": []}
         try:
             for _ in range(rounds):
-                got["before"].append(run_once(base, files, threads, seconds, work))
-                got["after"].append(run_once(None, files, threads, seconds, work))
+                got["before"].append(run_once(base, files, threads, seconds, work, screen))
+                got["after"].append(run_once(after, files, threads, seconds, work, screen))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         for name, runs in got.items():
@@ -212,7 +275,7 @@ def ab(base: str, cases: Sequence[tuple[int, int]], rounds: int, seconds: int, o
             steady = statistics.median(steady_pct(r) for r in runs)
             rss = statistics.median(r.hwm_mib for r in runs)
             cells = f"{cpu:.1f} % | {steady:.1f} % | {rss:.0f}"
-            print(f"| {files:,} x {threads} | {name} | {cells} | {check_all(runs)} |", file=out, flush=True)
+            print(f"| {files:,} x {threads}{mode} | {name} | {cells} | {check_all(runs)} |", file=out, flush=True)
         pairs = list(zip(got["before"], got["after"], strict=True))
         ratios = [
             statistics.median(a.cpu_per_round / b.cpu_per_round for b, a in pairs),
@@ -220,7 +283,7 @@ def ab(base: str, cases: Sequence[tuple[int, int]], rounds: int, seconds: int, o
             statistics.median(a.hwm_mib / b.hwm_mib for b, a in pairs),
         ]
         cells = " | ".join(f"{r:.3f}" for r in ratios)
-        print(f"| {files:,} x {threads} | after / before (median of pairs) | {cells} | |", file=out, flush=True)
+        print(f"| {files:,} x {threads}{mode} | after / before (median of pairs) | {cells} | |", file=out, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,14 +292,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--cases", default=",".join(f"{f}x{t}" for f, t in CASES), help="FILESxTHREADS,...")
+    ap.add_argument("--screen", action="store_true", help="top's live screen in a pseudo-terminal, not --json")
+    ap.add_argument(
+        "--after", metavar="DIR", help="PYTHONPATH holding the mysqlio package to compare (default: this tree's)"
+    )
     args = ap.parse_args(argv)
-    if not (Path(args.ab) / "mysqlio" / "__init__.py").is_file():
-        ap.error(f"--ab {args.ab}: no mysqlio package there")
+    for flag, where in (("--ab", args.ab), ("--after", args.after)):
+        if where is not None and not (Path(where) / "mysqlio" / "__init__.py").is_file():
+            ap.error(f"{flag} {where}: no mysqlio package there")
     try:
         cases = [(int(f), int(t)) for f, t in (c.split("x") for c in args.cases.split(","))]
     except ValueError:
         ap.error(f"--cases {args.cases}: not FILESxTHREADS,...")
-    ab(args.ab, cases, args.rounds, args.seconds, sys.stdout)
+    ab(args.ab, cases, args.rounds, args.seconds, sys.stdout, args.screen, args.after)
     return 0
 
 

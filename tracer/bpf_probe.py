@@ -366,8 +366,11 @@ class BpfProbe:
         self._write_control()
         return True
 
-    def drain(self) -> list[OpCount]:
-        """Everything counted since the previous drain."""
+    def drain(self) -> list[OpCount]:  # everything counted since the previous drain
+        return [_op_count(row[:8], row[8:]) for row in self.drain_table().tolist()]
+
+    def drain_table(self) -> np.ndarray:
+        """drain's rows as a stats_cells.ROW array (what top folds with numpy)."""
         full_half = self._control.cells_half
         if self._cells:
             self._control.cells_half ^= 1
@@ -379,7 +382,7 @@ class BpfProbe:
         more = full.drain(abi.FileOpKey, abi.FileOpStats)
         if self._cells and self._cells.fit(len(rows) + len(more)):
             self._write_cells_in_use(self._cells)
-        return [_op_count(key, counts) for key, counts in stats_cells.merged(rows, more).items()]
+        return stats_cells.table(rows, more)
 
     @property
     def cells_in_use(self) -> int:
@@ -554,7 +557,7 @@ _OP, _API, _BY, _REGION = _members(abi.Op), _members(abi.Api), _members(abi.By),
 
 
 def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
-    """A row of stats_cells.merged: its key (stats_cells.KEY_FIELDS), its counts."""
+    """A row of stats_cells.table: its key (stats_cells.KEY_FIELDS), its counts."""
     ino, dev, tid, op, api, by, region, conn = key
     return OpCount(
         file=FileIdentity.from_kernel(dev, ino),

@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
+
 from .map_sizing import ROWS_PER_FILE
 from .probe import OpCount
 
@@ -40,7 +42,9 @@ class EarlyDrain:
         self.least_parts = MOST_PARTS if short else 1
         self.parts = self.least_parts
         self.early = 0  # mid-interval drains so far
-        self._rows: list[OpCount] = []
+        # eBPF: the rows as arrays (stats_cells.ROW, folded by mysqlio.fold); else OpCounts
+        self._table = getattr(probe, "drain_table", None)
+        self._rows: list[Any] = []
         self._seen = 0  # rows of the last interval
         self._since = time.monotonic()
         self._lock = threading.Lock()  # one drain at a time; _rows, _since
@@ -66,14 +70,19 @@ class EarlyDrain:
             with self._lock:
                 due = self._since + self.interval_s / self.parts
                 if not self._closed.is_set() and self.parts > 1 and time.monotonic() >= due:
-                    self._rows.extend(self._probe.drain())
+                    self._rows.append(self._drain())
                     self._since = time.monotonic()
                     self.early += 1
 
-    def take(self) -> list[OpCount]:
-        """The interval's rows: its early parts' and the rest, drained now."""
+    def _drain(self) -> Any:
+        return self._table() if self._table is not None else self._probe.drain()
+
+    def take(self) -> list[OpCount] | np.ndarray:
+        """The interval's rows: its early parts' and the rest, drained now (a stats_cells.ROW
+        array where the probe drains one, else OpCounts)."""
         with self._lock:
-            rows = self._rows + self._probe.drain()
+            parts = [*self._rows, self._drain()]
+            rows = np.concatenate(parts) if self._table is not None else [r for part in parts for r in part]
             self._rows = []
             self._since = time.monotonic()
         self._seen = len(rows)

@@ -8,19 +8,25 @@ exporter's state (mysqlio.exporter); `verify` calls the sampler itself.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import threading
 import time
 from typing import Any, Protocol
 
+import numpy as np
+
 from . import target
 from .devices import DeviceDeltas
 from .early_drain import EarlyDrain
 from .errors import TargetGone
+from .fold import Memo, fold
 from .model import Interval, aggregate
 from .probe import lost_events
 from .session import Session
+
+GC_YOUNG = 100_000  # new objects between two collections of the young ones, in run_loop
 
 
 class IntervalSampler:
@@ -35,6 +41,7 @@ class IntervalSampler:
         self._devices = DeviceDeltas(session.probe.device_counts())
         self._last_time = time.monotonic()
         self.early = EarlyDrain(session.probe)  # parts of an interval drained before its end
+        self._memo = Memo()  # what fold keeps from one interval to the next
         self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
         self.threads: Any = None  # a live_threads.LiveThreads (--mysql): user, connection, query of threads
 
@@ -47,15 +54,11 @@ class IntervalSampler:
         drops = probe.drops().as_dict()
         delta = {k: drops[k] - self._last_drops.get(k, 0) for k in drops}
         self.early.learn(delta.get("stats_full", 0))
-        files = aggregate(
-            rows,
-            session.resolver,
-            session.classifier,
-            session.thread_name,
-            self._fold_partitions,
-            latencies,
-            fold_regions=self.fold_regions,
-        )
+        named = (session.resolver, session.classifier, session.thread_name, self._fold_partitions)
+        if isinstance(rows, np.ndarray):  # eBPF drains an array (folded with numpy), SystemTap OpCount rows
+            files = fold(rows, *named, latencies, fold_regions=self.fold_regions, memo=self._memo)
+        else:
+            files = aggregate(rows, *named, latencies, fold_regions=self.fold_regions)
         # the next request walks the path again: renames stay visible
         probe.forget_names(list(dict.fromkeys(activity.file for activity in files)))
         if self.threads is not None:
@@ -137,6 +140,9 @@ def run_loop(
     A stop that comes while an interval is being sampled gets one more interval: what
     the process did after that drain began."""
     emitted = emitted if emitted is not None else [0]
+    # an interval at 20,000 files makes ~200,000 objects, none in a cycle: a collection
+    # every 700 of them (the default) took a third of the fold's time (issue 60)
+    gc.set_threshold(max(gc.get_threshold()[0], GC_YOUNG), *gc.get_threshold()[1:])
     sampler.early.start(interval_s)  # mid-interval drains, where the maps call for them
     try:
         deadline = time.monotonic()

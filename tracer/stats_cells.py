@@ -72,6 +72,37 @@ class StatsCells:
         self._map.close()
 
 
+# a drained row: its key and counts, the cells' types (struct file_op_key, file_op_stats)
+ROW = np.dtype([(f, CELL[f]) for f in (*KEY_FIELDS, "bytes", "ops", "errors")])
+_KEY = np.dtype([(f, CELL[f]) for f in KEY_FIELDS])
+
+
+def table(rows: np.ndarray, more: list[tuple[abi.FileOpKey, abi.FileOpStats]]) -> np.ndarray:
+    """merged's rows as a ROW array (a key once, its rows added up, in the order of each
+    key's first row): what top folds with numpy (mysqlio.fold)."""
+    out = np.zeros(len(rows) + len(more), ROW)
+    for f in ROW.names:
+        out[f][: len(rows)] = rows[f]
+    if more:
+        out[len(rows) :] = [(*(getattr(k, f) for f in KEY_FIELDS), v.bytes, v.ops, v.errors) for k, v in more]
+    keys = np.empty(len(out), _KEY)
+    for f in KEY_FIELDS:
+        keys[f] = out[f]
+    _, first, inverse = np.unique(keys.view((np.void, _KEY.itemsize)), return_index=True, return_inverse=True)
+    if len(first) == len(out):
+        return out
+    # two CPUs that make a row at once may each claim a cell for it; a row whose cells are
+    # taken goes to the overflow hash map (`more`)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    merged_rows = out[first[order]]
+    for f in ("bytes", "ops", "errors"):
+        merged_rows[f] = 0
+        np.add.at(merged_rows[f], rank[inverse.reshape(-1)], out[f])
+    return merged_rows
+
+
 def merged(rows: np.ndarray, more: list[tuple[abi.FileOpKey, abi.FileOpStats]]) -> dict[tuple[int, ...], list[int]]:
     """Counts (bytes, ops, errors) by key, adding up the rows of one key: two CPUs
     that make a row at once may each claim a cell for it, and a row whose cells are

@@ -19,9 +19,10 @@ IOGEN = REPO / "tools" / "iogen"
 SERVER_ROOTS = ("bullseye", "trixie", "sid-mysql")
 ROOTS_TIMEOUT_S = 600
 # `make check`, the inner loop (lint, the unit tests and one BPF smoke in a few minutes),
-# runs `-m "not slow"`. Slow: a test that loads BPF, needs a server root or iogen, runs a
-# guest, or is one of the unit tests measured over 2 s here (`pytest --durations`).
-SLOW_FIXTURES = frozenset({"bpf_ready", "server_roots", "iogen"})
+# runs `-m "not slow"`. Slow: a test that loads BPF, needs a server root or iogen, compiles
+# a SystemTap module (test_stap's `compiled`, about a minute), runs a guest, or is one of the
+# unit tests measured over 2 s here (`pytest --durations`).
+SLOW_FIXTURES = frozenset({"bpf_ready", "server_roots", "iogen", "compiled"})
 SLOW_MODULES = frozenset(
     {"test_kernel_matrix", "test_lockdown_guest", "test_stap_live", "test_soak", "test_bench_smoke", "test_dist"}
 )

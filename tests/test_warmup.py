@@ -454,13 +454,14 @@ class Recorder:
 
 
 def _reading_threads(intervals: list[dict[str, Any]], db: MariaDB) -> dict[int, int]:
-    """tid -> disk read bytes of the sbtest files, in the new server's intervals so far."""
+    """tid -> disk read bytes of the sbtest tables' .ibd files, in the new server's intervals
+    so far (not their .frm: MariaDB's connection that opens a table reads it from the disk)."""
     by: dict[int, int] = {}
     for o in intervals:
         if o["pid"] != db.pid:
             continue
         for f in o["files"]:
-            if f["path"].startswith(f"{db.datadir}/sbtest/"):
+            if f["path"].startswith(f"{db.datadir}/sbtest/") and f["path"].endswith(".ibd"):
                 for t in f["threads"]:
                     if t["disk_read_bytes"]:
                         by[t["tid"]] = by.get(t["tid"], 0) + t["disk_read_bytes"]

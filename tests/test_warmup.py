@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ import pytest
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.sysbench import Sysbench
-from mysqlio.devtools.traced import TopCollector, report_json
+from mysqlio.devtools.traced import TopCollector, interrupt, report_json
 from mysqlio.host_tids import read_nspid
 from mysqlio.model import FileActivity, FileIdentity
 from mysqlio.render import Header, render_screen
@@ -442,15 +441,7 @@ class Recorder:
         )
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._thread.join(timeout=5)
-        return self.proc.returncode
+        return interrupt(self.proc, self._thread)
 
 
 def _reading_threads(intervals: list[dict[str, Any]], db: MariaDB) -> dict[int, int]:

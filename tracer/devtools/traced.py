@@ -254,15 +254,21 @@ class TopCollector:
 
     def stop(self) -> int:
         """SIGINT (it prints the last partial interval and exits 0); its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._thread.join(timeout=5)  # the reader thread alone reads stdout, to its end
-        return self.proc.returncode
+        return interrupt(self.proc, self._thread)
+
+
+def interrupt(proc: subprocess.Popen[str], reader: threading.Thread) -> int:
+    """Stop a mysqlio command as Ctrl-C does (killed if it does not exit within 30 s), then
+    wait for the thread that alone reads its output, to its end; its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    reader.join(timeout=5)
+    return proc.returncode
 
     def stderr(self) -> str:
         return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""

@@ -24,7 +24,15 @@ ROOTS_TIMEOUT_S = 600
 # unit tests measured over 2 s here (`pytest --durations`).
 SLOW_FIXTURES = frozenset({"bpf_ready", "server_roots", "iogen", "compiled"})
 SLOW_MODULES = frozenset(
-    {"test_kernel_matrix", "test_lockdown_guest", "test_stap_live", "test_soak", "test_bench_smoke", "test_dist"}
+    {
+        "test_kernel_matrix",
+        "test_lockdown_guest",
+        "test_stap_live",
+        "test_soak",
+        "test_bench_smoke",
+        "test_dist",
+        "test_docker_podman",
+    }
 )
 SLOW_UNIT_TESTS = frozenset(
     {

@@ -4,10 +4,12 @@ when none or several match (the live selection: test_containers.py)."""
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import pytest
 
-from mysqlio.container_identity import ContainerIdentity
+from mysqlio.container_identity import ContainerIdentity, engine_name
 from mysqlio.container_select import apply_selectors, select_server
 from mysqlio.errors import UserError
 from mysqlio.root_paths import shown_path
@@ -23,6 +25,60 @@ def _pods() -> list[tuple[int, ContainerIdentity]]:
         (103, ContainerIdentity("docker", ids[2])),
         (104, ContainerIdentity()),  # on the host
     ]
+
+
+def test_a_docker_or_podman_name_selects() -> None:
+    """The name given with `--name` selects as an id does; only the whole name."""
+    ids = ["ab" + "1" * 62, "ab" + "2" * 62, "cd" + "3" * 62]
+    found = [
+        (201, ContainerIdentity("docker", ids[0], name="mysql-primary")),
+        (202, ContainerIdentity("podman", ids[1], name="mysql-replica")),
+        (203, ContainerIdentity("containerd", ids[2])),
+    ]
+    assert select_server(None, "mysql-replica", found) == 202
+    assert select_server(None, "mysql-primary", found) == 201
+    assert select_server(None, ids[1][:3], found) == 202
+    with pytest.raises(UserError) as exc:
+        select_server(None, "mysql", found)
+    assert str(exc.value) == (
+        "no mysqld or mariadbd in container mysql; servers running: "
+        f"pid 201 (docker mysql-primary, container {ids[0][:12]}), "
+        f"pid 202 (podman mysql-replica, container {ids[1][:12]}), pid 203 (containerd {ids[2][:12]})"
+    )
+
+
+def test_names_key_and_labels() -> None:
+    """A docker / podman name is what stays across `rm -f` + `run --name` (and labels the
+    exporter's series); Kubernetes names win over it; an id alone is the last resort."""
+    cid = "ef" * 32
+    docker = ContainerIdentity("docker", cid, name="mysql-a")
+    assert (docker.describe(), docker.key()) == ("docker mysql-a", ("name", "docker", "mysql-a"))
+    assert docker.labels() == {"namespace": "", "pod": "", "container": "mysql-a"}
+    assert docker.to_json()["name"] == "mysql-a"
+    k8s = ContainerIdentity("cri-o", cid, "u", "prod", "mysql-0", "mysql", name="k8s_mysql_mysql-0_prod_u_0")
+    assert (k8s.describe(), k8s.key()) == ("k8s prod/mysql-0/mysql", ("k8s", "prod", "mysql-0", "mysql"))
+    assert k8s.labels() == {"namespace": "prod", "pod": "mysql-0", "container": "mysql"}
+    bare = ContainerIdentity("containerd", cid)
+    assert (bare.describe(), bare.key(), bare.labels()["container"]) == (f"containerd {cid[:12]}", ("id", cid), "")
+
+
+def test_names_read_from_the_engines_state_files(tmp_path: Path) -> None:
+    """The files' shapes as docker 20.10 and podman 4.3 (root) leave them (the live check:
+    test_docker_podman.py)."""
+    cid, other = "0a" * 32, "0b" * 32
+    docker = tmp_path / "docker" / "containers" / cid
+    docker.mkdir(parents=True)
+    (docker / "config.v2.json").write_text(json.dumps({"ID": cid, "Name": "/mysql-a", "State": {"Pid": 7}}))
+    storage = tmp_path / "containers" / "storage" / "overlay-containers"
+    storage.mkdir(parents=True)
+    entries = [{"id": other, "names": ["x"]}, {"id": cid, "names": ["mysql-b"], "layer": "l"}]
+    (storage / "containers.json").write_text(json.dumps(entries))
+    assert engine_name("docker", cid, str(tmp_path)) == "mysql-a"
+    assert engine_name("podman", cid, str(tmp_path)) == "mysql-b"
+    assert engine_name("podman", "0c" * 32, str(tmp_path)) == ""  # not there
+    assert engine_name("containerd", cid, str(tmp_path)) == ""  # no names of its own
+    (storage / "containers.json").write_text("{truncated")
+    assert engine_name("podman", cid, str(tmp_path)) == ""
 
 
 def test_selects_one_server() -> None:

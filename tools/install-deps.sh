@@ -13,6 +13,8 @@ set -eu
 # zstd: Debian 13's and newer amd64 kernel images are zstd-compressed (tools/arch_btf.py reads their BTF).
 # prometheus: its promtool checks and unit-tests the shipped rules (contrib/prometheus).
 # crun: an OCI runtime, runs tests/test_containers.py's two MariaDB "pods" from bundles.
+# podman and docker.io: tests/test_docker_podman.py runs MariaDB under each (no systemd here:
+# the test starts dockerd itself; podman has no daemon).
 # udev is deliberately not in the list: in such a guest its coldplug loads every driver and
 # triples the boot time; tools/guest.py does not need it.
 PACKAGES="clang llvm libbpf-dev libbpf1 bpftool libelf-dev zlib1g-dev make gcc
@@ -20,7 +22,7 @@ libaio-dev liburing-dev mariadb-server mariadb-client sysbench
 python3 python3-venv strace percona-toolkit lsof tmux bpftrace util-linux
 systemtap linux-headers-$(dpkg --print-architecture)
 qemu-system-x86 kmod busybox-static zstd
-debootstrap prometheus crun"
+debootstrap prometheus crun podman docker.io"
 
 missing=""
 for pkg in $PACKAGES; do

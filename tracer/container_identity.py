@@ -14,6 +14,12 @@
   bundle), runc's state.json (/run/runc/<id>/ or containerd's /run/containerd/runc/<ns>/<id>/:
   its config's `labels` are the annotations as `key=value` plus `bundle=<dir>`), crun's
   status (/run/crun/<id>/status: JSON with `bundle`);
+- the name a DBA gave a docker or podman container (`docker run --name mysql-primary`),
+  from the engine's own state files: docker's /var/lib/docker/containers/<id>/config.v2.json
+  ("Name", with a leading "/"), containers/storage's (podman, CRI-O)
+  /var/lib/containers/storage/<driver>-containers/containers.json (the entry of this id,
+  its first of `names`); root's engines only (rootless podman keeps its storage in the
+  user's home);
 - the mount, pid and net namespace inode numbers (/proc/PID/ns/*).
 
 On the host every field but the namespaces is empty. Unreadable files are skipped.
@@ -29,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 RUN = "/run"  # where runtimes keep their state: the host's /run as seen here
+VAR_LIB = "/var/lib"  # where docker and containers/storage keep theirs
 
 # the id as runtimes make them: 64 hex digits (docker, containerd, CRI-O, podman)
 _ID = r"[0-9a-f]{64}"
@@ -63,6 +70,7 @@ class ContainerIdentity:
     namespace: str = ""
     pod: str = ""
     container: str = ""
+    name: str = ""  # docker's / podman's container name (`--name`), "" when not read
     mnt_ns: int = 0
     pid_ns: int = 0
     net_ns: int = 0
@@ -78,20 +86,35 @@ class ContainerIdentity:
 
     def key(self) -> tuple[str, ...]:
         """What stays the same when the container is restarted: its names under Kubernetes
-        (a restart makes a new container id), else its id; () on the host."""
+        (a restart makes a new container id), else its docker / podman name (`docker rm -f`
+        and `docker run --name` again, as compose does on a change of settings, is the same
+        server to a DBA; a name is unique per engine), else its id; () on the host."""
         if self.named:
             return ("k8s", self.namespace, self.pod, self.container)
+        if self.name:
+            return ("name", self.runtime, self.name)
         if self.container_id:
             return ("id", self.container_id)
         return ()
 
     def describe(self) -> str:
-        """ "k8s prod/mysql-0/mysql", "containerd 0123456789ab", or "" on the host."""
+        """ "k8s prod/mysql-0/mysql", "docker mysql-primary", "containerd 0123456789ab",
+        or "" on the host."""
         if self.named:
             return f"k8s {self.namespace}/{self.pod}/{self.container}"
+        if self.name:
+            return f"{self.runtime or 'container'} {self.name}"
         if self.container_id:
             return f"{self.runtime or 'container'} {self.container_id[:12]}"
         return ""
+
+    def labels(self) -> dict[str, str]:
+        """The exporter's `namespace`, `pod`, `container` labels: the Kubernetes names, else
+        the docker / podman name as `container` (two such servers both at /var/lib/mysql
+        would otherwise share every series)."""
+        if self.named:
+            return {"namespace": self.namespace, "pod": self.pod, "container": self.container}
+        return {"namespace": "", "pod": "", "container": self.name}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,20 +124,24 @@ class ContainerIdentity:
             "namespace": self.namespace,
             "pod": self.pod,
             "container": self.container,
+            "name": self.name,
             "mnt_ns": self.mnt_ns,
             "pid_ns": self.pid_ns,
             "net_ns": self.net_ns,
         }
 
 
-def container_identity(pid: int | str, run: str = RUN) -> ContainerIdentity:
+def container_identity(pid: int | str, run: str = RUN, var_lib: str = VAR_LIB) -> ContainerIdentity:
     """The container identity of process `pid` ("self" for ours)."""
     runtime, container_id, pod_uid = from_cgroup(_read(f"/proc/{pid}/cgroup"))
     names: tuple[str, str, str, str] = ("", "", "", "")
+    name = ""
     if container_id:
         state_runtime, annotations = runtime_annotations(container_id, run)
-        runtime = runtime or state_runtime
         names = kubernetes_names(annotations)
+        if not names[1]:  # under Kubernetes its names are what is shown (CRI-O's big file unread)
+            name = engine_name(runtime, container_id, var_lib)
+        runtime = runtime or state_runtime
     return ContainerIdentity(
         runtime=runtime,
         container_id=container_id,
@@ -122,6 +149,7 @@ def container_identity(pid: int | str, run: str = RUN) -> ContainerIdentity:
         namespace=names[0],
         pod=names[1],
         container=names[2],
+        name=name,
         mnt_ns=namespace_inode(pid, "mnt"),
         pid_ns=namespace_inode(pid, "pid"),
         net_ns=namespace_inode(pid, "net"),
@@ -192,6 +220,22 @@ def runtime_annotations(container_id: str, run: str = RUN) -> tuple[str, dict[st
     return "", {}
 
 
+def engine_name(runtime: str, container_id: str, var_lib: str = VAR_LIB) -> str:
+    """The container's name in its engine's state files (docker; podman and CRI-O through
+    containers/storage), "" when not found."""
+    if runtime == "docker":
+        name = _json(f"{var_lib}/docker/containers/{container_id}/config.v2.json").get("Name")
+        return name.lstrip("/") if isinstance(name, str) else ""
+    if runtime in ("podman", "cri-o"):
+        # one file per storage driver (overlay, vfs, ...): a JSON list of every container
+        for path in sorted(glob.glob(f"{var_lib}/containers/storage/*-containers/containers.json")):
+            for entry in _json_list(path):
+                if isinstance(entry, dict) and entry.get("id") == container_id:
+                    names = entry.get("names")
+                    return str(names[0]) if isinstance(names, list) and names else ""
+    return ""
+
+
 def kubernetes_names(annotations: dict[str, str]) -> tuple[str, str, str, str]:
     """(namespace, pod, container, pod UID) from CRI annotations; empty when absent."""
     for keys in _NAME_KEYS:
@@ -216,6 +260,14 @@ def _json(path: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+def _json_list(path: str) -> list[Any]:
+    try:
+        found = json.loads(_read(path) or "null")
+    except ValueError:
+        return []
+    return found if isinstance(found, list) else []
 
 
 def _read(path: str) -> str:

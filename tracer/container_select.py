@@ -1,9 +1,9 @@
-"""`--pod NAMESPACE/NAME` and `--container ID`: the traced server chosen by its container,
-as `-p PID` chooses it by pid.
+"""`--pod NAMESPACE/NAME` and `--container ID|NAME`: the traced server chosen by its
+container, as `-p PID` chooses it by pid.
 
 Every running mysqld / mariadbd is matched on the identity mysqlio.container_identity
 reads from files (cgroup path, runtime state): the pod by its Kubernetes namespace and
-name, the container by its full id or a prefix of it. Exactly one server must match;
+name, the container by its full id or a prefix of it, or by its docker / podman name. Exactly one server must match;
 none or several is one line naming what was found.
 """
 
@@ -22,7 +22,11 @@ def add_selectors(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     for name in COMMANDS:
         p = sub.choices[name]
         p.add_argument("--pod", metavar="NAMESPACE/NAME", help="the server of this Kubernetes pod (instead of -p)")
-        p.add_argument("--container", metavar="ID", help="the server of this container: its id or a unique prefix")
+        p.add_argument(
+            "--container",
+            metavar="ID|NAME",
+            help="the server of this container: its id, a unique prefix, or its docker / podman name",
+        )
 
 
 def apply_selectors(args: argparse.Namespace) -> None:
@@ -52,12 +56,13 @@ def servers() -> list[tuple[int, ContainerIdentity]]:
 
 def select_server(pod: str | None, container: str | None, candidates: list[tuple[int, ContainerIdentity]]) -> int:
     """The pid of the one server among `candidates` that is in `pod` ("NAMESPACE/NAME")
-    and whose container id starts with `container` (each when given)."""
+    and whose container id starts with `container`, or whose docker / podman name it is
+    (each when given)."""
     namespace, sep, name = (pod or "").partition("/")
     if pod is not None and (not sep or not namespace or not name or "/" in name):
         raise UserError(f"--pod wants NAMESPACE/NAME, not {pod!r}")
     if container is not None and not container:
-        raise UserError("--container wants a container id or a prefix of one")
+        raise UserError("--container wants a container id, a prefix of one, or a container name")
     wanted = " and ".join(
         [*([f"pod {pod}"] if pod is not None else []), *([f"container {container}"] if container is not None else [])]
     )
@@ -65,7 +70,7 @@ def select_server(pod: str | None, container: str | None, candidates: list[tuple
         (pid, c)
         for pid, c in candidates
         if (pod is None or (c.namespace, c.pod) == (namespace, name))
-        and (container is None or (c.container_id and c.container_id.startswith(container.lower())))
+        and (container is None or _is_container(c, container))
     ]
     if len(matches) == 1:
         return matches[0][0]
@@ -76,6 +81,11 @@ def select_server(pod: str | None, container: str | None, candidates: list[tuple
     raise UserError(f"{len(matches)} servers are in {wanted}: {listing}; choose one with -p PID or --container")
 
 
+def _is_container(c: ContainerIdentity, wanted: str) -> bool:
+    """`wanted` is the container's name, its id or a prefix of the id (any case)."""
+    return bool(c.container_id) and (wanted == c.name or c.container_id.startswith(wanted.lower()))
+
+
 def _describe(pid: int, c: ContainerIdentity) -> str:
     where = c.describe() or "the host"
-    return f"pid {pid} ({where}{f', container {c.container_id[:12]}' if c.named else ''})"
+    return f"pid {pid} ({where}{f', container {c.container_id[:12]}' if c.named or c.name else ''})"

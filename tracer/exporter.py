@@ -24,8 +24,9 @@ part, O_DIRECT reads), per kind and per file, and the page cache's hits (mysqlio
 derived per file and interval, then summed).
 
 Every sample carries the labels `namespace`, `pod`, `container` (the traced server's
-Kubernetes names, "" on the host), as `exporter --all` gives them; a containerised
-server's files are named as the server names them (never /proc/PID/root/...).
+Kubernetes names, else its docker / podman name as `container`; "" on the host), as
+`exporter --all` gives them; a containerised server's files are named as the server
+names them (never /proc/PID/root/...).
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class ExporterState:
     def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None) -> None:
         c = container_identity(pid)  # a restarted container: a new id, the same names
         with self._lock:
-            self.container_labels = {"namespace": c.namespace, "pod": c.pod, "container": c.container}
+            self.container_labels = c.labels()
             self.target.pid, self.target.process, self.target.datadir = pid, process, datadir or ""
             self.target.server_version = server_version or ""
             self.target.up = True

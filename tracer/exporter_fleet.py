@@ -8,7 +8,8 @@ tracer for each server identity (name + datadir + container, `follow.ServerIdent
 it has not seen; a server that starts after the exporter is picked up at the next scan.
 
 Series are told apart by the labels `server` (the datadir as the server names it, else
-"pid N") and `namespace`, `pod`, `container` (its Kubernetes names, "" on the host),
+"pid N") and `namespace`, `pod`, `container` (its Kubernetes names, else its docker /
+podman name as `container`; "" on the host),
 added to every sample at scrape time; the pid is not a label of the counters (a restart
 would restart every series) but the value of `mysqlio_target_pid{server}`. Two servers
 still alike in all of these (same datadir, no container names: two `unshare --mount`
@@ -53,7 +54,7 @@ class _Traced:
         self.identity = identity
         self.label = label
         c = identity.container
-        self.labels = {"server": label, "namespace": c.namespace, "pod": c.pod, "container": c.container}
+        self.labels = {"server": label, **c.labels()}
         self.state = state
         self.thread: threading.Thread | None = None
 

@@ -256,6 +256,10 @@ class TopCollector:
         """SIGINT (it prints the last partial interval and exits 0); its exit code."""
         return interrupt(self.proc, self._thread)
 
+    def stderr(self) -> str:
+        """What it printed on stderr, once it has exited ("" while it runs)."""
+        return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
+
 
 def interrupt(proc: subprocess.Popen[str], reader: threading.Thread) -> int:
     """Stop a mysqlio command as Ctrl-C does (killed if it does not exit within 30 s), then
@@ -269,9 +273,6 @@ def interrupt(proc: subprocess.Popen[str], reader: threading.Thread) -> int:
         proc.wait()
     reader.join(timeout=5)
     return proc.returncode
-
-    def stderr(self) -> str:
-        return self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
 
 
 _TOTALLED = COUNTERS + PAGE_CACHE_COUNTERS + DISK_READ_COUNTERS

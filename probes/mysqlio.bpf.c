@@ -103,7 +103,6 @@
 #define IORING_OP_WRITE 23
 #define IORING_FSYNC_DATASYNC 1
 
-const volatile __u32 targ_tgid = 0; /* the target process (the pid filter reads control.tgid) */
 const volatile bool targ_record = false; /* stream one event per request */
 /* Kernel features, probed by userspace before load (tracer/kernel_features.py):
  * the branch not taken is removed by the verifier, so a helper the kernel
@@ -2351,7 +2350,9 @@ static __always_inline bool uring_req_is_target(struct io_kiocb *req)
 	if (!bpf_core_field_exists(req->tctx))
 		return false;
 	task = BPF_CORE_READ(req, tctx, task);
-	return task && BPF_CORE_READ(task, tgid) == targ_tgid;
+	/* control's tgid, as every pid filter: retargeted when --follow finds the
+	 * server restarted (bpf_probe.BpfProbe.retarget) */
+	return task && is_target_tgid(BPF_CORE_READ(task, tgid));
 }
 
 /* The mysqlio op of an io_uring request, or -1 for opcodes not accounted. */

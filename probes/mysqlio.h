@@ -139,7 +139,7 @@ struct mio_control {
 	__u32 cells_half;
 	__u32 cells_mask;
 	__u32 region_dev[MAX_REGION_FILES];
-	__u32 tgid; /* the target (targ_tgid); 0 until userspace writes it: no thread matches */
+	__u32 tgid; /* the target; 0 until userspace writes it: no thread matches */
 	__u64 region_ino[MAX_REGION_FILES];
 };
 

@@ -692,18 +692,21 @@ def test_redo_sync_train_is_one_series_named_after_the_log_flusher(
         assert {th for at, th, _ in syncs if math.floor(at / 0.1) in bursts[i]} == {"ib_log_checkpt"}, syncs
 
 
-# last in the module: it restarts the module's server (a new process, load_at_startup off)
+# last in the module: it restarts the module's server (a new process)
 def test_warmup_after_restart(
     bpf_ready: None, mysql: tuple[RootedMySQL, Sysbench], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Issue 61's warm-up on MySQL 9.7 (tests/test_warmup.py's _traced_restart and
     _check_warmup, as for MariaDB): the module's server restarted with its buffer pool
-    dumped at shutdown, the pool loaded again and oltp_read_only run under `top --follow
-    --json`: each table's disk reads equal to performance_schema's bytes read of its .ibd
-    file, InnoDB's files' (mysql.ibd and undo included) to Innodb_data_read's growth, within
-    1 %, the kernel's readahead apart; the warm-up settled with a duration; every sbtest byte
-    read by the buffer pool load, MySQL's buf_dump_thread (`ib_buf_dump`: it loads as well as
-    dumps), whose tid performance_schema gives in the server's own pid namespace (NSpid).
+    dumped at shutdown, the pool loaded again at start-up and oltp_read_only run under `top
+    --follow --json`, which traces the new process from its start: each table's disk reads
+    equal to performance_schema's bytes read of its .ibd file since the start, the bytes
+    requested of every instrumented file to performance_schema's, within 1 %, the kernel's
+    readahead apart; Innodb_data_read between the .ibd files' disk reads and those plus the
+    system tablespace's; the warm-up settled with a duration; the sbtest bytes read by the
+    buffer pool load, MySQL's buf_dump_thread (`ib_buf_dump`: it loads as well as dumps),
+    whose tid performance_schema gives in the server's own pid namespace (NSpid), but for the
+    pages the start-up thread `boot` read opening the tablespaces (under 1 %).
 
     innodb_flush_method=O_DIRECT: the load reads page by page with pread() (seen: not
     libaio), O_DIRECT reads, disk reads by definition (docs/servers.md: what MySQL reads
@@ -711,11 +714,11 @@ def test_warmup_after_restart(
     db, bench = mysql
     window = _traced_restart(db, bench, str(tmp_path / "warmup.trace"))
     assert db.sql("SELECT @@innodb_flush_method, @@innodb_use_native_aio") == [("O_DIRECT", "1")]
-    summary = _check_warmup(db, window, TABLES, "thread/innodb/buf_dump_thread")
+    summary = _check_warmup(db, window, TABLES, "thread/innodb/buf_dump_thread", opener="boot")
     # the OS's name of that thread, as top gives it
     names = {
         t["name"]
-        for o in window.intervals[window.first :]
+        for o in window.intervals
         for f in o["files"]
         if f["path"].startswith(f"{db.datadir}/sbtest/")
         for t in f["threads"]
@@ -723,4 +726,4 @@ def test_warmup_after_restart(
     }
     with capsys.disabled():
         print(f"\nMySQL {db.version()}: {summary}")
-    assert names == {"ib_buf_dump"}, names
+    assert "ib_buf_dump" in names and names <= {"ib_buf_dump", "boot"}, names

@@ -14,19 +14,20 @@ import enum
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from . import abi, abi_check, bpf_arch, kernel_features, map_batch, map_sizing, stats_cells, syscall_hook, unpreempted
 from .conn_map import ConnectionMap, unused_conn_programs
+from .devices import device_bios
 from .disk_stat import DiskCounters
 from .errors import BpfError
 from .ibdata_regions import RegionMap
 from .kernel_features import KernelFeatures
 from .latency import Histogram
 from .libbpf import BpfMap, BpfObject, create_ring_buffer, possible_cpus, program_counters
-from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount, dev_from_kernel
+from .probe import DeviceCount, Drops, FileIdentity, KernelName, LatencyRow, OpCount
 from .ringbuf import CpuEventSlots, EventSlots, PerCpuRingsReader, RingBufferReader
 
 BPF_MAP_TYPE_ARRAY = 2
@@ -143,7 +144,6 @@ class BpfProbe:
             raise
         # the control line (struct mio_control), kept here and written whole
         self._control = abi.Control(tgid=pid)
-        self._obj.set_rodata("targ_tgid", ctypes.c_uint32(pid))
         self._obj.set_rodata("targ_cells_mask", ctypes.c_uint32(cells_used - 1))
         self._obj.set_rodata("targ_page_shift", ctypes.c_uint32(bpf_arch.page_shift()))
         self._rings: list[int] = []  # record: each CPU's ring buffer (fds)
@@ -191,6 +191,23 @@ class BpfProbe:
         self._prog_fds = self._obj.program_fds()
         self._server_files = self._obj.map("server_files")
         self.conn_map = ConnectionMap(self._obj.map("conns"))  # read, pruned by connections.py
+        self.retargeted_at: float | None = None  # when `retarget` last moved it (monotonic)
+
+    def park(self) -> None:
+        """The traced process exited (--follow: mysqlio.kept_probe): count nothing, programs
+        attached, and drop what is kept of it: undrained counts, names, files, connections."""
+        self._control.tgid = 0  # no thread matches
+        self._write_control()
+        self.drain()
+        self.drain_latency()
+        for table in (self._names, self._threads, self._server_files, self._obj.map("conns"), *self._pending):
+            map_batch.clear(table)
+
+    def retarget(self, pid: int) -> None:
+        """Count process `pid` from now on (a parked probe: one write of the control line)."""
+        self.pid = self._control.tgid = pid
+        self._write_control()
+        self.retargeted_at = time.monotonic()
 
     def _enter_programs(self) -> tuple[str, ...]:
         """The programs with an attach point in their section that only time
@@ -571,25 +588,6 @@ def _op_count(key: tuple[int, ...], counts: list[int]) -> OpCount:
         region=_REGION(region),
         conn=conn,
     )
-
-
-def device_bios(words: Any) -> list[DeviceCount]:
-    """The bios by device, direction and owner, from the per-CPU slots of `devslots`
-    (struct dev_slot: the device, then bytes and counts as [dir][owner]); a device's
-    slot may differ from one CPU to another."""
-    cells = 2 * abi.DEV_OWNERS
-    slots = np.frombuffer(words, np.uint64).reshape(-1, 1 + 2 * cells)
-    devs = slots[:, 0]
-    out = []
-    for dev in np.unique(devs[devs != 0]).tolist():
-        summed = slots[devs == dev, 1:].sum(axis=0, dtype=np.uint64)
-        for d in (abi.Dir.READ, abi.Dir.WRITE):
-            for owner in range(1, abi.DEV_OWNERS):
-                at = d * abi.DEV_OWNERS + owner
-                count = int(summed[cells + at])
-                if count:
-                    out.append(DeviceCount(dev_from_kernel(dev), d, abi.Owner(owner), int(summed[at]), count))
-    return out
 
 
 def _kernel_name(raw: abi.FileName) -> KernelName:

@@ -15,8 +15,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from . import abi
 from .abi import Dir, Owner
-from .probe import DeviceCount, dev_label
+from .probe import DeviceCount, dev_from_kernel, dev_label
 
 # how JSON, the exporter and the screen name each owner of a device's bytes
 OWNER_NAMES = {
@@ -124,3 +127,22 @@ class DeviceDeltas:
 
 def _key(count: DeviceCount) -> tuple[int, Dir, Owner]:
     return (count.dev, count.dir, count.owner)
+
+
+def device_bios(words: Any) -> list[DeviceCount]:
+    """The bios by device, direction and owner, from the per-CPU slots of `devslots`
+    (struct dev_slot: the device, then bytes and counts as [dir][owner]); a device's
+    slot may differ from one CPU to another."""
+    cells = 2 * abi.DEV_OWNERS
+    slots = np.frombuffer(words, np.uint64).reshape(-1, 1 + 2 * cells)
+    devs = slots[:, 0]
+    out = []
+    for dev in np.unique(devs[devs != 0]).tolist():
+        summed = slots[devs == dev, 1:].sum(axis=0, dtype=np.uint64)
+        for d in (abi.Dir.READ, abi.Dir.WRITE):
+            for owner in range(1, abi.DEV_OWNERS):
+                at = d * abi.DEV_OWNERS + owner
+                count = int(summed[cells + at])
+                if count:
+                    out.append(DeviceCount(dev_from_kernel(dev), d, abi.Owner(owner), int(summed[at]), count))
+    return out

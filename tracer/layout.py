@@ -286,8 +286,10 @@ def read_options(pid: int, version: str | None) -> MergedOptions | None:
     return merge_options(cmdline, version=version, exe=exe, root=root, environ=_read_environ(pid))
 
 
-def read_layout(pid: int) -> ServerLayout:
-    """The layout of the mysqld / mariadbd process `pid`; empty for any other process."""
+def read_layout(pid: int, cwd_first: bool = True) -> ServerLayout:
+    """The layout of the mysqld / mariadbd process `pid`; empty for any other process.
+    cwd_first False: the datadir its options give, not its working directory (a server
+    just started, before it chdir()s to its datadir: mysqlio.follow)."""
     proc = f"/proc/{pid}"
     try:
         cmdline = _read_cmdline(pid)
@@ -299,7 +301,7 @@ def read_layout(pid: int) -> ServerLayout:
         return ServerLayout()
     root, realpath = _root(pid)
     host = host_root(pid) if root else ""
-    cwd = read_link(f"{proc}/cwd")
+    cwd = read_link(f"{proc}/cwd") if cwd_first else None
     return layout_from(
         cmdline,
         to_server_path(cwd, host) if cwd else None,

@@ -61,3 +61,11 @@ def delete_keys(bpf_map: BpfMap, keys: np.ndarray) -> None:
             raise OSError(err, f"deleting keys of map {bpf_map.name}: {errno.errorcode.get(err, err)}")
     for i in range(at, len(keys)):
         lib.bpf_map_delete_elem(fd, ctypes.c_void_p(base + i * size))
+
+
+def clear(bpf_map: BpfMap) -> None:
+    """Delete every entry of a hash map (its keys read first: deleting while walking them
+    would restart the walk)."""
+    raw = ctypes.c_ubyte * bpf_map.key_size
+    keys = b"".join(bytes(key) for key in bpf_map.keys(raw))  # type: ignore[arg-type]
+    delete_keys(bpf_map, np.frombuffer(keys, dtype=np.dtype((np.void, bpf_map.key_size))))

@@ -27,6 +27,7 @@ from .connections import FRESH_S, Connections, StartConnections
 from .devices import DeviceDeltas
 from .errors import TargetGone
 from .follow import trace_following
+from .kept_probe import KeptProbe
 from .layout import read_layout
 from .probe import EventReader, FileIdentity, lost_by_reason
 from .root_paths import shown_path
@@ -121,7 +122,7 @@ class _Devices:
     """The block devices' activity since the previous batch, one sample per batch."""
 
     def __init__(self, session: Session, start_mono_ns: int) -> None:
-        self._probe = session.probe
+        self.probe = session.probe
         self._start_mono_ns = start_mono_ns
         # the probe's counters start at zero when it attaches, as its event stream does:
         # the first sample covers the recording from its first event on
@@ -131,7 +132,7 @@ class _Devices:
     def sample(self) -> dict[str, Any] | None:
         """{"t": seconds since the trace's start, "interval_s", "devices": [...]}, or None
         when no device did anything (or the backend has no device counters)."""
-        devices = self._deltas.take(self._probe.device_counts())
+        devices = self._deltas.take(self.probe.device_counts())
         now = time.monotonic_ns()
         interval_s, self._last_ns = (now - self._last_ns) / 1e9, now
         if not devices:
@@ -181,6 +182,10 @@ class _Recording:
     # served at the attach (eBPF with --mysql: connections.py); one per traced process
     conns: Connections = field(default_factory=Connections)
     starts: StartConnections | None = None
+    # --follow: the probe kept loaded across a restart (mysqlio.kept_probe), and the
+    # devices' counters read from it (cumulative since its attach: the deltas go on)
+    kept: KeptProbe = field(default_factory=KeptProbe)
+    devices: _Devices | None = None
 
     @property
     def lost_total(self) -> int:
@@ -243,14 +248,25 @@ def run_record(options: RecordOptions) -> int:
                 print(f"mysqlio: process {pid} exited; the trace notes the gap", file=sys.stderr)
             raise
 
+    found_at = [0.0]  # trace time a kept probe was re-targeted at the new process
+
+    def found(new_pid: int) -> None:
+        if recording.kept.probe is not None:
+            recording.kept.retarget(new_pid)
+            found_at[0] = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+
     def on_restart(old_pid: int, new_pid: int) -> None:
-        back_at = (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+        # traced again from the re-targeting (a kept probe), else from now (the probe opened next)
+        back_at = found_at[0] or (time.monotonic_ns() - meta.start_mono_ns) / 1e9
+        found_at[0] = 0.0
         writer.note_gap(gone_at[0], back_at, old_pid, new_pid, recording.lost_total, recording.lost_by)
-        recording.lost_base = dict(recording.lost_by)  # the new probe counts its losses from 0
+        if recording.kept.probe is None:  # a new probe counts its losses from 0 (a kept one goes on)
+            recording.lost_base = dict(recording.lost_by)
 
     try:
-        return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
+        return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart, found=found)
     finally:
+        recording.kept.close()
         if recording.status is not None:
             recording.status.close()
         if recording.threads is not None:
@@ -262,8 +278,9 @@ def _record_process(recording: _Recording, pid: int) -> int:
     """Record one process until done (0) or it exits (TargetGone)."""
     options = recording.options
     threads = options.threads
+    kept = recording.kept if options.follow else None
     with open_session(
-        options.backend, pid, recording.stop.event, options.ring_bytes, connections=threads is not None
+        options.backend, pid, recording.stop.event, options.ring_bytes, connections=threads is not None, kept=kept
     ) as session:
         recording.conns, recording.starts = Connections(), None
         if threads is not None and getattr(session.probe, "connections", False):
@@ -278,7 +295,9 @@ def _record_process(recording: _Recording, pid: int) -> int:
                 f"mysqlio: recording pid {pid} ({session.process}) to {options.output}, Ctrl-C to stop",
                 file=sys.stderr,
             )
-        devices = _Devices(session, recording.writer.meta.start_mono_ns)
+        devices = recording.devices
+        if devices is None or devices.probe is not session.probe:
+            devices = recording.devices = _Devices(session, recording.writer.meta.start_mono_ns)
         try:
             return _loop(recording, session, ring, _Names(session), devices)
         finally:
@@ -288,13 +307,44 @@ def _record_process(recording: _Recording, pid: int) -> int:
 
 
 def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Names, devices: _Devices) -> int:
+    # --follow: the process's exit seen within EXIT_CHECK_S (a pidfd), so its restart is
+    # looked for at once
+    watch = target.ExitWatch(session.pid) if recording.options.follow else None
+    try:
+        return _poll_events(recording, session, ring, names, devices, watch)
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+def _wait(stop: StopFlag, watch: target.ExitWatch | None, wait_s: float) -> bool:
+    """Wait wait_s, or until a stop or the watched process's exit; whether it exited."""
+    if watch is None:
+        stop.event.wait(wait_s)
+        return False
+    until = time.monotonic() + wait_s
+    while not watch.gone():
+        left = until - time.monotonic()
+        if left <= 0 or stop.event.wait(min(target.EXIT_CHECK_S, left)):
+            return watch.gone()
+    return True
+
+
+def _poll_events(
+    recording: _Recording,
+    session: Session,
+    ring: EventReader,
+    names: _Names,
+    devices: _Devices,
+    watch: target.ExitWatch | None,
+) -> int:
     options, writer = recording.options, recording.writer
     start = recording.started
     pending: list[np.ndarray] = []
     last_flush = last_read = time.monotonic()
     wait_s = POLL_MIN_S
     while True:
-        recording.stop.event.wait(wait_s)
+        exited = _wait(recording.stop, watch, wait_s)
         events = ring.read()
         pending.append(events)
         now = time.monotonic()
@@ -302,7 +352,7 @@ def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Na
         # whether the process lives (a /proc read) is asked at each flush, not at
         # each poll: it was a tenth of record's own CPU at 25k events/s (issue 19)
         flush_due = now - last_flush >= FLUSH_S
-        done_reason = _done(options, session.pid, start, now, writer, recording.stop, check_alive=flush_due)
+        done_reason = _done(options, session.pid, start, now, writer, recording.stop, flush_due or exited)
         if flush_due or done_reason:
             _flush(recording, session, pending, names, devices, final=bool(done_reason))
             pending = []

@@ -39,7 +39,9 @@ class IntervalSampler:
         self.pid = session.pid
         self._last_drops = session.probe.drops().as_dict()
         self._devices = DeviceDeltas(session.probe.device_counts())
-        self._last_time = time.monotonic()
+        # a probe kept across a restart counts the new process from its re-targeting on
+        retargeted = getattr(session.probe, "retargeted_at", None)
+        self._last_time = retargeted if retargeted is not None else time.monotonic()
         self.early = EarlyDrain(session.probe)  # parts of an interval drained before its end
         self._memo = Memo()  # what fold keeps from one interval to the next
         self.status: Any = None  # a server_status.BackgroundSampler (--mysql)
@@ -134,12 +136,16 @@ def run_loop(
     interval_s: float,
     count: int = 0,
     emitted: list[int] | None = None,
+    watch_exit: bool = False,
 ) -> int:
     """Sample every interval_s into the sink until stopped, `count` intervals are out
     (0: no limit; emitted[0] counts across calls), or the process exits (TargetGone).
     A stop that comes while an interval is being sampled gets one more interval: what
-    the process did after that drain began."""
+    the process did after that drain began. watch_exit (--follow): the process's exit
+    ends the interval within target.EXIT_CHECK_S (a shorter last one), so that its
+    restart is looked for at once."""
     emitted = emitted if emitted is not None else [0]
+    watch = target.ExitWatch(sampler.pid) if watch_exit else None
     # an interval at 20,000 files makes ~200,000 objects, none in a cycle: a collection
     # every 700 of them (the default) took a third of the fold's time (issue 60)
     gc.set_threshold(max(gc.get_threshold()[0], GC_YOUNG), *gc.get_threshold()[1:])
@@ -149,7 +155,12 @@ def run_loop(
         while True:
             deadline += interval_s
             while not stop.requested() and not sink.quit and time.monotonic() < deadline:
-                sink.wait(deadline - time.monotonic())
+                if watch is None:
+                    sink.wait(deadline - time.monotonic())
+                    continue
+                sink.wait(min(target.EXIT_CHECK_S, deadline - time.monotonic()))
+                if watch.gone():
+                    break
             stopping = stop.requested() or sink.quit
             alive = target.is_alive(sampler.pid)
             sink.emit(sampler.sample())
@@ -164,3 +175,5 @@ def run_loop(
                 raise TargetGone(f"process {sampler.pid} exited; stopped tracing")
     finally:
         sampler.early.close()
+        if watch is not None:
+            watch.close()

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from . import backend, target
 from .classify import Classifier
 from .ibdata_regions import RegionMap, read_regions, separate_doublewrite
+from .kept_probe import KeptProbe
 from .layout import ServerLayout, read_layout
 from .probe import FileIdentity, NameSource, Probe
 from .resolve import FileResolver
@@ -130,12 +131,19 @@ def open_session(
     timed: bool = True,
     connections: bool = False,
     server_names: bool = True,
+    kept: KeptProbe | None = None,
 ) -> Iterator[Session]:
     """Attach the backend's probe (record_ring_bytes > 0: with record's event stream) to the
     process; detached when the block ends. `stop` set meanwhile abandons a slow start.
     timed: requests timed from the start (latency; else from probe.start_timing()).
     connections: rows and events keyed by the connection each thread served (--mysql, eBPF).
-    server_names: a containerised server's files named as it names them (False: as paths here)."""
+    server_names: a containerised server's files named as it names them (False: as paths here).
+    kept (--follow): the probe kept from the process traced before, re-targeted at this one,
+    and this one's kept when it exits (mysqlio.kept_probe)."""
+    if kept is not None:
+        with kept.open(backend_name, pid, record_ring_bytes, stop, timed, connections) as probe:
+            yield Session(probe, pid, layout, server_names)
+        return
     with backend.open_probe(
         backend_name, pid, record_ring_bytes, stop=stop, timed=timed, connections=connections
     ) as probe:

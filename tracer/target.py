@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import time
 
 import psutil
 
@@ -92,3 +94,45 @@ def thread_name(pid: int, tid: int) -> str:
             return f.read().strip()
     except OSError:
         return "?"
+
+
+def started_at(pid: int) -> float | None:
+    """When the process started (unix time), to the clock tick: psutil's create_time adds
+    the boot time /proc/stat gives in whole seconds, up to a second off."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # starttime: clock ticks since boot
+    return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) + ticks / os.sysconf("SC_CLK_TCK")
+
+
+class ExitWatch:
+    """Tells at once, and cheaply, whether a process has exited: a pidfd turns readable
+    when it does (one poll(2), no /proc read; --follow asks every EXIT_CHECK_S). Where
+    the kernel has no pidfd (before 5.3) or the process is already gone: is_alive."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._poll: select.poll | None = None
+        self._fd = -1
+        try:
+            self._fd = os.pidfd_open(pid)
+        except (OSError, AttributeError):
+            return
+        self._poll = select.poll()
+        self._poll.register(self._fd, select.POLLIN)
+
+    def gone(self) -> bool:
+        if self._poll is None:
+            return not is_alive(self.pid)
+        return bool(self._poll.poll(0))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd, self._poll = -1, None
+
+
+EXIT_CHECK_S = 0.02  # --follow: how soon the traced process's exit ends the interval

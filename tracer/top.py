@@ -8,14 +8,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-import psutil
 from rich.console import Console
 
-from . import mapped_files
+from . import mapped_files, target
 from .bursts.live import BurstTracker
 from .container_identity import container_identity
 from .filters import Filters
 from .follow import trace_following
+from .kept_probe import KeptProbe
 from .live import LiveScreen, cbreak, render_totals
 from .model import GROUPS, SERVER_GROUPS, Interval
 from .output import format_groups, write_json, write_text, write_whole
@@ -109,13 +109,15 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
     datadir: list[str | None] = [None]
     page_cache = [False]  # the probe counts the page cache (dirtied, written back, devices)
     emitted = [0]  # across restarts: -n counts the intervals of the whole session
+    # --follow: the probe stays loaded across a restart, re-targeted at the new process
+    kept = KeptProbe() if options.follow else None
 
     def trace_once(pid: int) -> int:
         # latency off: requests are timed only once it is turned on (key l; kept
         # on across a restart), which spares the probes an enter program per
         # syscall (docs/benchmarks.md)
         with open_session(
-            options.backend, pid, stop=stop.event, timed=state.latency, connections=threads is not None
+            options.backend, pid, stop=stop.event, timed=state.latency, connections=threads is not None, kept=kept
         ) as session:
             datadir[0] = session.shown_datadir
             container = container_identity(pid)  # read again after a restart: a new container id
@@ -137,7 +139,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
                 print(f"mysqlio: tracing pid {pid} ({session.process}{where}), Ctrl-C to stop", file=sys.stderr)
                 for limit in sink.notes:
                     print(f"mysqlio: note: {limit}", file=sys.stderr)
-                return run_loop(sampler, sink, stop, options.interval_s, options.count, emitted)
+                return run_loop(sampler, sink, stop, options.interval_s, options.count, emitted, options.follow)
             mapped = (
                 " (redo log memory-mapped: page cache only)"
                 if page_cache[0]
@@ -151,7 +153,7 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
             if threads is not None:
                 screen.groups = GROUPS
             with cbreak(sys.stdin.fileno()), screen:
-                return run_loop(sampler, screen, stop, options.interval_s, options.count, emitted)
+                return run_loop(sampler, screen, stop, options.interval_s, options.count, emitted, options.follow)
 
     sink.group = options.group
     threads = None
@@ -167,15 +169,16 @@ def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:
         status = BackgroundSampler(options.status, wait_s=min(0.25, options.interval_s / 4))
 
     def on_restart(_old_pid: int, new_pid: int) -> None:
-        try:  # the warm-up counts from the server's start, a little before it was found
-            started = psutil.Process(new_pid).create_time()
-        except psutil.Error:
-            started = time.time()
-        sink.warmup.restarted(new_pid, started)
+        # the warm-up counts from the server's start, a little before it was found
+        started = target.started_at(new_pid)
+        sink.warmup.restarted(new_pid, started if started is not None else time.time())
 
     try:
-        return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart)
+        found = kept.retarget if kept is not None else None
+        return trace_following(options.pid, options.follow, stop.event, trace_once, on_restart, found=found)
     finally:
+        if kept is not None:
+            kept.close()
         if status is not None:
             status.close()
         if threads is not None:

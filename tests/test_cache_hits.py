@@ -6,6 +6,9 @@ themselves against iogen on a real disk."""
 
 from __future__ import annotations
 
+import io
+import json
+
 from rich.console import Console
 from test_exporter import _scrape_state
 
@@ -13,6 +16,7 @@ from mysqlio.abi import Api, Op
 from mysqlio.cache_hits import hit_bytes, hit_ratio
 from mysqlio.exporter import ExporterState
 from mysqlio.model import FileActivity, Interval
+from mysqlio.output import write_json
 from mysqlio.probe import FileIdentity, OpCount
 from mysqlio.render import Header, render_screen
 from mysqlio.report.model import Stats
@@ -99,7 +103,7 @@ def test_exporter_hit_bytes_are_summed_per_interval() -> None:
     assert m.by_path("mysqlio_file_read_bytes_total") == {"/var/lib/mysql/t.ibd": 16384 + 65536}
     # SystemTap counts no disk read: no hit served (each read would look like one)
     stap = ExporterState(top_files=8, interval_s=1.0, backend="stap", follow=True, pid=1)
-    stap.add(Interval(time=1.0, interval_s=1.0, pid=1, lost_events=0, drops={}, files=[later]))
+    stap.add(Interval(time=1.0, interval_s=1.0, pid=1, lost_events=0, drops={}, files=[later], disk_reads=False))
     m = _scrape_state(stap)
     assert "mysqlio_cache_hit_bytes_total" not in m.samples and "mysqlio_file_cache_hit_bytes_total" not in m.samples
     assert m.value("mysqlio_read_bytes_total", kind="table") == 65536
@@ -118,3 +122,27 @@ def test_systemtap_says_it_counts_none_of_it() -> None:
     probe._regions_asked = False
     (line,) = probe.uncounted()
     assert "disk reads (O_DIRECT ones too), page-cache hits" in line and line.endswith("not SystemTap")
+
+
+def test_no_hit_where_the_disk_reads_are_not_counted() -> None:
+    """SystemTap, --no-page-cache, a kernel without the hooks (Interval.disk_reads False):
+    top's JSON gives cache_hit_bytes null, in the fast writer's
+    path as in the dicts'; the exporter serves no hit series. Where they are counted the
+    fast path's bytes equal the dicts'."""
+    files = _files()
+    for disk_reads in (True, False):
+        interval = Interval(
+            time=1.0, interval_s=1.0, pid=1, lost_events=0, drops={}, files=files, disk_reads=disk_reads
+        )
+        out = io.StringIO()
+        write_json(interval, out)
+        line = out.getvalue()
+        assert json.loads(line) == json.loads(json.dumps(interval.to_json()))
+        hits = [f["cache_hit_bytes"] for f in json.loads(line)["files"]]
+        # (their threads: tests/test_coldread.py, on a real top's rows)
+        assert hits == ([3 * MIB, 0, MIB // 2, 0] if disk_reads else [None] * 4)
+    bpf = ExporterState(top_files=8, interval_s=1.0, backend="bpf", follow=True, pid=1)  # --no-page-cache
+    bpf.add(Interval(time=1.0, interval_s=1.0, pid=1, lost_events=0, drops={}, files=files, disk_reads=False))
+    m = _scrape_state(bpf)
+    assert "mysqlio_cache_hit_bytes_total" not in m.samples and "mysqlio_file_cache_hit_bytes_total" not in m.samples
+    assert m.value("mysqlio_direct_read_bytes_total", kind="table") == 3 * MIB  # still counted

@@ -10,12 +10,16 @@ direct; the scattered reads: the pages the file has cached after them, which the
 decides and iogen measures), the readahead's part no more than that, the page-cache hits
 (mysqlio.cache_hits: the warm read's bytes; none for O_DIRECT), and the process's disk reads
 (its files' sums) must equal the kernel's own /proc/PID/io read_bytes over iogen's reads.
-The same through `mysqlio record` and `mysqlio report`.
+The same through `mysqlio record` and `mysqlio report`. With `--no-page-cache` no hit is
+derived (null), the rest stays exact.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,16 @@ from test_record_pagecache import _recorded
 from mysqlio import kernel_features
 from mysqlio.cache_hits import hit_bytes
 from mysqlio.devtools.loop_disk import LoopDisk, loop_ext4
-from mysqlio.devtools.traced import COUNTERS, assert_exact, report_json
+from mysqlio.devtools.traced import (
+    COUNTERS,
+    FileTotals,
+    assert_exact,
+    end_iogen,
+    read_json_line,
+    report_json,
+    start_iogen,
+    start_top,
+)
 from mysqlio.report.build import build_report
 from mysqlio.report.text import render_rows
 from mysqlio.trace import TraceReader
@@ -146,3 +159,40 @@ def test_coldread_recorded_exact(iogen: Path, disk: LoopDisk, tmp_path: Path) ->
     end = lines[0].index("disk rd") + len("disk rd")  # right-justified: ends where its title does
     (cold,) = [line for line in lines if line.rstrip().endswith("/coldread.dat")]
     assert cold[end - 9 : end].strip() == human_bytes(want_cold["disk_read_bytes"]), lines
+
+
+def test_no_hit_without_the_disk_reads(iogen: Path, disk: LoopDisk) -> None:
+    """`top --no-page-cache`: buffered reads' disk bytes are not counted (O_DIRECT reads still
+    are), so a page-cache hit cannot be told from a disk read: cache_hit_bytes is null for
+    every file and thread, never the bytes read (which showed the cold file all hits)."""
+    gen = start_iogen(str(iogen), str(disk.mount), ["--scenario", "coldread"])
+    top = None
+    try:
+        assert gen.stdin is not None and gen.stdout is not None
+        top = start_top(gen.pid, 0.5, ["--no-page-cache"])
+        assert top.stdout is not None and top.stderr is not None
+        first = read_json_line(top.stdout, 60, "mysqlio top")
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        expected = read_json_line(gen.stdout, 240, "iogen run")
+        time.sleep(1.0)
+        top.send_signal(signal.SIGINT)
+        out, err = top.communicate(timeout=60)
+        assert top.returncode == 0, err
+    finally:
+        if top is not None and top.poll() is None:
+            top.kill()
+            top.wait()
+        end_iogen(gen)
+    intervals = [first] + [json.loads(line) for line in out.splitlines() if line.strip()]
+    files = [f for o in intervals for f in o["files"] if f["path"].startswith(str(disk.mount))]
+    assert files and all(f["cache_hit_bytes"] is None for f in files), files
+    threads = [t for f in files for t in f["threads"]]
+    assert threads and all(t["cache_hit_bytes"] is None for t in threads), threads
+    traced = FileTotals()
+    for obj in intervals:
+        traced.add(obj)
+    for want in expected["files"]:  # what is counted stays exact: the requests, O_DIRECT's bytes
+        got = traced.totals[want["path"]]
+        assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
+        assert got["direct_read_bytes"] == want["direct_read_bytes"], want["path"]

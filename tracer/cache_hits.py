@@ -14,6 +14,16 @@ docs/usage.md says the same.
 
 from __future__ import annotations
 
+from typing import Any
+
+
+def disk_reads_counted(probe: Any) -> bool:
+    """The probe counts each file's reads from the disk (eBPF with its page-cache and block
+    hooks, not --no-page-cache). Where it does not (SystemTap, those hooks missing, turned
+    off), O_DIRECT reads are still counted but buffered reads' disk bytes are not: a hit
+    could not be told from a disk read, so none is derived (JSON null, no exporter series)."""
+    return bool(getattr(probe, "page_cache", False)) and not any("page cache" in n for n in probe.uncounted())
+
 
 def hit_bytes(read_bytes: int, disk_read_bytes: int) -> int:
     """Bytes the reads took from the page cache: requested minus read from the disk."""

@@ -114,6 +114,7 @@ class ExporterState:
         self.max_files = max(MIN_TRACKED_FILES, 4 * top_files)
         self.interval_s = interval_s
         self.backend = backend
+        self.hits_counted = backend != "stap"  # the latest interval's disk_reads (add)
         self.follow = follow
         self.target = _Target(pid)
         # the traced server's Kubernetes names (CONTAINER_LABELS), read at each attach
@@ -138,9 +139,12 @@ class ExporterState:
         trains = self._bursts.feed(interval)  # outside the lock: the tracker is ours alone
         with self._lock:
             now = interval.time
+            # where the disk reads are not counted (SystemTap, --no-page-cache, a kernel
+            # without the hooks) a hit cannot be told from a disk read: no hit series
+            self.hits_counted = interval.disk_reads
             for activity in interval.files:
                 self._kinds.setdefault(activity.kind, Counts()).merge(activity)
-                hits = activity.cache_hit_bytes
+                hits = activity.cache_hit_bytes if interval.disk_reads else 0
                 self._kind_hits[activity.kind] = self._kind_hits.get(activity.kind, 0) + hits
                 key = (printable(activity.path), activity.kind, activity.region)
                 series = self._files.get(key)
@@ -210,7 +214,7 @@ class ExporterState:
             for kind, counts in self._kinds.items():
                 family.add_metric([kind], getattr(counts, attr))
             yield family
-        if self.backend != "stap":  # it counts no disk read: every read would be a "hit"
+        if self.hits_counted:
             hits = CounterMetricFamily("mysqlio_cache_hit_bytes_total", f"{_HIT_HELP}, by file kind", labels=["kind"])
             for kind, n in self._kind_hits.items():
                 hits.add_metric([kind], n)
@@ -241,7 +245,7 @@ class ExporterState:
             for (path, kind, region), counts in exported:
                 family.add_metric([path, kind, region], getattr(counts, attr))
             yield family
-        if self.backend != "stap":
+        if self.hits_counted:
             hits = CounterMetricFamily(
                 "mysqlio_file_cache_hit_bytes_total",
                 f"{_HIT_HELP}, for the files with most bytes lately (--top-files)",

@@ -269,6 +269,9 @@ class Interval:
     # block devices (page-cache accounting on; empty with SystemTap)
     devices: list[DeviceActivity] = field(default_factory=list)
     server: Any = None  # mysqlio.server_status.ServerStatus with --mysql
+    # each file's reads from the disk counted (mysqlio.cache_hits.disk_reads_counted): else
+    # no page-cache hit is derived, cache_hit_bytes is null in JSON
+    disk_reads: bool = True
 
     def to_json(self, files: bool = True) -> dict[str, Any]:
         """files=False: "files" empty (output.write_json writes them a chunk at a time)."""
@@ -278,12 +281,22 @@ class Interval:
             "pid": self.pid,
             "lost_events": self.lost_events,
             "drops": self.drops,
-            "files": [f.to_json() for f in self.files] if files else [],
+            "files": [no_hits(f.to_json(), self.disk_reads) for f in self.files] if files else [],
             "devices": [d.to_json() for d in self.devices],
         }
         if self.server is not None:
             out["server"] = self.server.to_json()
         return out
+
+
+def no_hits(obj: dict[str, Any], disk_reads: bool) -> dict[str, Any]:
+    """A file's JSON, its and its threads' cache_hit_bytes null where the disk reads were
+    not counted (Interval.disk_reads)."""
+    if not disk_reads:
+        obj["cache_hit_bytes"] = None
+        for thread in obj.get("threads", ()):
+            thread["cache_hit_bytes"] = None
+    return obj
 
 
 def _busiest(c: Counts) -> tuple[int, int, int]:

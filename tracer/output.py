@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
 from . import json_files
-from .model import Counts, FileActivity, Interval
+from .model import Counts, FileActivity, Interval, no_hits
 from .render import device_line
 from .units import human_bytes, human_duration_ns, human_rate, printable
 from .view import device_rates, group_key, main_causes
@@ -66,17 +66,18 @@ def write_json(
         obj["notes"] = notes  # what mysqlio cannot count here (mysqlio.mapped_files.redo_note)
     # "files" comes after numbers and the drops' names only: its first match is the key
     head, _, tail = json.dumps(obj, separators=(",", ":")).partition('"files":[]')
-    write_whole(out, _json_line_pieces(head, interval.files, tail))
+    write_whole(out, _json_line_pieces(head, interval.files, tail, interval.disk_reads))
 
 
-def _json_line_pieces(head: str, files: list[FileActivity], tail: str) -> Iterator[str]:
+def _json_line_pieces(head: str, files: list[FileActivity], tail: str, disk_reads: bool = True) -> Iterator[str]:
     """The line around its files, and the files' JSON a chunk at a time."""
     yield head + '"files":['
     for at in range(0, len(files), _FILES_CHUNK):
-        if json_files.FAST:  # the same bytes, spelt out without the dicts
+        if json_files.FAST and disk_reads:  # the same bytes, spelt out without the dicts
             chunk = "[" + ",".join(json_files.file_json(f) for f in files[at : at + _FILES_CHUNK]) + "]"
         else:
-            chunk = json.dumps([f.to_json() for f in files[at : at + _FILES_CHUNK]], separators=(",", ":"))
+            files_json = [no_hits(f.to_json(), disk_reads) for f in files[at : at + _FILES_CHUNK]]
+            chunk = json.dumps(files_json, separators=(",", ":"))
         yield ("," if at else "") + chunk[1:-1]
     yield "]" + tail + "\n"
 

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import target
+from .cache_hits import disk_reads_counted
 from .devices import DeviceDeltas
 from .early_drain import EarlyDrain
 from .errors import TargetGone
@@ -39,6 +40,7 @@ class IntervalSampler:
         self.pid = session.pid
         self._last_drops = session.probe.drops().as_dict()
         self._devices = DeviceDeltas(session.probe.device_counts())
+        self._disk_reads = disk_reads_counted(session.probe)  # else no page-cache hit derived
         # a probe kept across a restart counts the new process from its re-targeting on
         retargeted = getattr(session.probe, "retargeted_at", None)
         self._last_time = retargeted if retargeted is not None else time.monotonic()
@@ -73,6 +75,7 @@ class IntervalSampler:
             drops=delta,
             files=files,
             devices=self._devices.take(probe.device_counts()),
+            disk_reads=self._disk_reads,
         )
         self._last_drops = drops
         self._last_time = now

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from . import mapped_files, target
 from .bursts.live import BurstTracker
+from .cache_hits import disk_reads_counted
 from .container_identity import container_identity
 from .filters import Filters
 from .follow import trace_following
@@ -96,8 +97,9 @@ class StreamSink:
 
 def page_cache_counted(probe: Any) -> bool:
     """The probe counts page-cache dirtying and writeback here (eBPF with its hooks, not
-    --no-page-cache); SystemTap and kernels without the tracepoints do not."""
-    return bool(getattr(probe, "page_cache", False)) and not any("page cache" in n for n in probe.uncounted())
+    --no-page-cache); SystemTap and kernels without the tracepoints do not. The same hooks
+    count the disk reads (mysqlio.cache_hits)."""
+    return disk_reads_counted(probe)
 
 
 def run_top(options: TopOptions, out: TextIO = sys.stdout) -> int:

@@ -10,8 +10,8 @@ direct; the scattered reads: the pages the file has cached after them, which the
 decides and iogen measures), the readahead's part no more than that, the page-cache hits
 (mysqlio.cache_hits: the warm read's bytes; none for O_DIRECT), and the process's disk reads
 (its files' sums) must equal the kernel's own /proc/PID/io read_bytes over iogen's reads.
-The same through `mysqlio record` and `mysqlio report`. With `--no-page-cache` no hit is
-derived (null), the rest stays exact.
+The same through `mysqlio record` and `mysqlio report`. With `--no-page-cache` (top, and
+record + report) no hit is derived (null), the rest stays exact.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from __future__ import annotations
 import io
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -196,3 +198,31 @@ def test_no_hit_without_the_disk_reads(iogen: Path, disk: LoopDisk) -> None:
         got = traced.totals[want["path"]]
         assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
         assert got["direct_read_bytes"] == want["direct_read_bytes"], want["path"]
+
+
+def test_no_hit_recorded_without_the_disk_reads(iogen: Path, disk: LoopDisk, tmp_path: Path) -> None:
+    """`record --no-page-cache`: the trace's O_DIRECT reads are disk reads, its buffered
+    reads' disk bytes are not counted; `report` derives no hit (JSON null everywhere, no
+    `hit %` nor page-cache column in the text), the rest exact."""
+    trace = tmp_path / "coldread-nopc.trace"
+    expected, _ = _recorded(iogen, disk, trace, ("coldread",), ("--no-page-cache",))
+    report = report_json(str(trace), "--per-second")
+
+    def hits(obj: Any) -> list[Any]:
+        if isinstance(obj, dict):
+            own = [obj["cache_hit_bytes"]] if "cache_hit_bytes" in obj else []
+            return own + [h for v in obj.values() for h in hits(v)]
+        return [h for v in obj for h in hits(v)] if isinstance(obj, list) else []
+
+    found = hits(report)
+    assert len(found) > 10 and set(found) == {None}, found
+    got = {f["path"]: f for f in report["files"]}
+    for want in expected["files"]:
+        g = got[want["path"]]
+        assert {c: g[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
+        assert g["direct_read_bytes"] == want["direct_read_bytes"], want["path"]
+    assert sum(g["direct_read_bytes"] for g in got.values()) > 0
+    text = subprocess.run(
+        [sys.executable, "-m", "mysqlio", "report", str(trace)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "hit %" not in text and "dirtied" not in text and "coldread.dat" in text, text

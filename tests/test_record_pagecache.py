@@ -54,10 +54,10 @@ def _sync(disk: LoopDisk) -> None:
 
 
 def _recorded(
-    iogen: Path, disk: LoopDisk, trace: Path, scenarios: tuple[str, ...] = SCENARIOS
+    iogen: Path, disk: LoopDisk, trace: Path, scenarios: tuple[str, ...] = SCENARIOS, extra: tuple[str, ...] = ()
 ) -> tuple[dict[str, Any], DeviceStat]:
-    """iogen's scenarios under `mysqlio record`: (iogen's JSON, the device's stat delta over
-    the recording)."""
+    """iogen's scenarios under `mysqlio record` (and its `extra` arguments): (iogen's JSON,
+    the device's stat delta over the recording)."""
     _sync(disk)
     time.sleep(0.5)
     args = [a for s in scenarios for a in ("--scenario", s)]
@@ -65,7 +65,7 @@ def _recorded(
     rec = None
     try:
         assert gen.stdin is not None and gen.stdout is not None
-        rec = start_record(gen.pid, str(trace))  # returns once the probes are attached
+        rec = start_record(gen.pid, str(trace), extra)  # returns once the probes are attached
         before = device_stat(disk.name)
         gen.stdin.write("go\n")
         gen.stdin.flush()

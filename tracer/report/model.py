@@ -42,6 +42,20 @@ class Stats(Counts):
         return out
 
 
+def page_cache_counted(total: Stats) -> bool:
+    """The trace was recorded with the page-cache hooks (eBPF, not --no-page-cache, a kernel
+    that has them), as its totals show: bytes dirtied, written back, read ahead, or read
+    from the disk by buffered reads. Without them its O_DIRECT reads are still counted as
+    disk reads, but a buffered read's are not: no page-cache hit can be derived (a trace
+    of warm reads alone, nothing written, cannot show it either: its hits stay unknown)."""
+    return bool(
+        total.dirtied_bytes
+        or total.writeback_bytes
+        or total.readahead_bytes
+        or total.disk_read_bytes > total.direct_read_bytes
+    )
+
+
 @dataclass
 class GroupRow:
     """One group of the report: a file, kind, table or thread, and its totals over the

@@ -21,7 +21,7 @@ from ..latency import ACCURACY_NOTE
 from ..model import WRITEBACK_CAUSES
 from ..units import counts_by_name, human_bytes, human_duration_ns, printable, shorten, utc_time
 from ..warmup_view import warmup_table
-from .model import GroupRow, Report, Stats
+from .model import GroupRow, Report, Stats, page_cache_counted
 from .timeline import LatencyTimeline
 
 
@@ -78,8 +78,9 @@ DISK_READ_COLUMNS = frozenset({DISK_READ_COLUMN, "hit %"})
 
 
 def has_page_cache(r: Report) -> bool:
-    """Whether the report has page-cache bytes (traces without them keep their columns)."""
-    return bool(r.total.dirtied_bytes or r.total.writeback_bytes or r.total.disk_read_bytes)
+    """Whether the trace was recorded with the page-cache hooks (report.model.page_cache_counted):
+    its page-cache columns, hits among them; traces without them keep their columns."""
+    return page_cache_counted(r.total)
 
 
 def _columns(columns: list[tuple[str, int, int, Any]], page_cache: bool) -> list[tuple[str, int, int, Any]]:

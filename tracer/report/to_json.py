@@ -9,7 +9,7 @@ from typing import Any, TextIO
 
 from ..bursts.train import trains_json
 from ..latency import SUB
-from .model import GroupRow, Report
+from .model import GroupRow, Report, page_cache_counted
 
 GROUP_LIST_KEYS = {
     "file": "files",
@@ -65,13 +65,31 @@ def report_json(r: Report, per_second: bool = True) -> dict[str, Any]:
         out["bursts"] = trains_json(r.bursts)
     if r.per_second is not None and per_second:
         out["per_second"] = list(_per_second_json(r))
+    if not page_cache_counted(r.total):
+        _no_hits(out)
     return out
+
+
+def _no_hits(obj: Any) -> None:
+    """Every cache_hit_bytes in the report's JSON null: no hit derived (page_cache_counted)."""
+    if isinstance(obj, dict):
+        if "cache_hit_bytes" in obj:
+            obj["cache_hit_bytes"] = None
+        for value in obj.values():
+            _no_hits(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            _no_hits(item)
 
 
 def _per_second_json(r: Report) -> Iterator[dict[str, Any]]:
     list_key = GROUP_LIST_KEYS[r.group]
+    counted = page_cache_counted(r.total)
     for t, rows in r.per_second or []:
-        yield {"t": t, list_key: [_second_row_json(row, r.group) for row in rows]}
+        second = {"t": t, list_key: [_second_row_json(row, r.group) for row in rows]}
+        if not counted:
+            _no_hits(second)
+        yield second
 
 
 def write_report_json(r: Report, out: TextIO, after: dict[str, Any] | None = None) -> None:

@@ -70,6 +70,7 @@ class Run:
     # all top's CPU from iogen's start to top's exit (its last intervals drained) per
     # interval of all the files (a second each): what one costs, even when top falls behind
     cpu_per_round: float = 0.0
+    cpu_per_round_live: float = 0.0  # the same up to the stop signal (the screen's exit left out)
     hwm_mib: float = 0.0
     lost: int = 0
     counted_ops: int = 0  # write ops top counted in iogen's files
@@ -184,6 +185,7 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
         time.sleep(1.5)  # the last round's interval printed
         # not wait4's ru_maxrss: it keeps this (forked) process's RSS from before the exec
         run.hwm_mib = hwm_mib(top.pid)
+        before_exit = cpu_s(top.pid)
         top.send_signal(signal.SIGINT)
         reader.thread.join(timeout=120)  # to its end of file: every interval printed
         if isinstance(reader, ScreenReader):
@@ -195,6 +197,9 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
         # (the screen: iogen's rounds, a second each)
         intervals = seconds if isinstance(reader, ScreenReader) else max(reader.rows, 1) / files
         run.cpu_per_round = 100 * (usage.ru_utime + usage.ru_stime - at_go) / intervals
+        # the screen: also without its exit (the session totals' table of every file, printed
+        # once: ~13 s of CPU at 19,000 files, more than all the intervals' work)
+        run.cpu_per_round_live = 100 * (before_exit - at_go) / intervals
         if isinstance(reader, Reader):
             run.lost, run.counted_ops = reader.lost, reader.ops
         run.expected_ops = sum(f["write_ops"] for f in expected["files"])
@@ -275,14 +280,20 @@ def ab(
             steady = statistics.median(steady_pct(r) for r in runs)
             rss = statistics.median(r.hwm_mib for r in runs)
             cells = f"{cpu:.1f} % | {steady:.1f} % | {rss:.0f}"
+            if screen:  # and without the exit's totals table
+                cells = f"{cpu:.1f} % ({statistics.median(r.cpu_per_round_live for r in runs):.1f} % before exit)"
+                cells += f" | {steady:.1f} % | {rss:.0f}"
             print(f"| {files:,} x {threads}{mode} | {name} | {cells} | {check_all(runs)} |", file=out, flush=True)
         pairs = list(zip(got["before"], got["after"], strict=True))
+        live = statistics.median(a.cpu_per_round_live / b.cpu_per_round_live for b, a in pairs) if screen else None
         ratios = [
             statistics.median(a.cpu_per_round / b.cpu_per_round for b, a in pairs),
             statistics.median(steady_pct(a) / steady_pct(b) for b, a in pairs),
             statistics.median(a.hwm_mib / b.hwm_mib for b, a in pairs),
         ]
         cells = " | ".join(f"{r:.3f}" for r in ratios)
+        if live is not None:
+            cells = cells.replace(" |", f" ({live:.3f} before exit) |", 1)
         print(f"| {files:,} x {threads}{mode} | after / before (median of pairs) | {cells} | |", file=out, flush=True)
 
 

@@ -23,6 +23,7 @@ from .units import human_bytes, printable
 from .view import SORT_KEYS, ScreenRow, ScreenState, device_rates
 from .warmup_view import warmup_line
 
+ROWS_MADE = 200  # at least this many ScreenRows an interval (the screen shows ~40 of 20,000 files)
 HELP = "q quit · s sort · g group · l latency · p page cache · r ibdata1 regions"
 
 
@@ -82,10 +83,15 @@ class LiveScreen:
         self.bursts.update(
             interval.time, interval.interval_s, [f for f in interval.files if self.state.filters.keep(f)]
         )
-        self._rows = self.state.update(interval)
+        # ScreenRows made for the rows that can show (rendering cuts them to the height)
+        self._rows = self.state.update(interval, most=self._most())
         if self.warmup is not None:
             self.warmup.feed(interval.pid, interval.time, interval.interval_s, interval.files)
         self._draw()
+
+    def _most(self) -> int:
+        """Rows to make ScreenRows for: more than the screen's height can show."""
+        return max(ROWS_MADE, self.console.size.height)
 
     def _draw(self) -> None:
         if self._last is None:
@@ -135,7 +141,7 @@ class LiveScreen:
         elif key == "s":
             keys = list(SORT_KEYS)
             self.state.sort = keys[(keys.index(self.state.sort) + 1) % len(keys)]
-            self._rows = self.state.sorted(self._rows)
+            self._rows = self.state.rows(most=self._most())
             self._draw()
         elif key == "l":
             self.state.latency = not self.state.latency

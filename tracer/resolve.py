@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .layout import host_root, to_server_path
+from .name_watch import NameWatch
 from .overlay_files import OverlayAliases
 from .probe import FileIdentity, KernelName, dev_label
 from .root_paths import shown_path
@@ -66,6 +67,8 @@ class FileResolver:
         # those whose name cannot be stat'ed here at all (checked once, not every interval)
         self._checked: set[FileIdentity] = set()
         self._unverifiable: set[FileIdentity] = set()
+        # names checked and watched since (inotify): not stat'ed again until touched (issue 60)
+        self._names = NameWatch()
         self._last_scan = 0.0
         self._root = host_root(pid)  # "" when the process shares our root
         # a file on overlayfs: its page cache's (upper) inode joined to the overlay file
@@ -181,9 +184,15 @@ class FileResolver:
         file renamed while open keeps its old name there (MySQL >= 8.0.30 renames its open
         redo files, `#ib_redoN_tmp` -> `#ib_redoN`, every few seconds under load). When the
         name no longer holds the file, /proc is read again; None when the file is not
-        open any more."""
+        open any more. A name checked once is then kept by inotify (name_watch.py), and
+        stat'ed again only after an event touched it."""
         self._checked.add(file)
-        if hit.deleted or file in self._unverifiable or _is_same_file(hit.path, file):
+        if hit.deleted or file in self._unverifiable or self._names.fresh(hit.path, file):
+            return hit
+        watched = self._names.watch(hit.path)  # before the check: a rename after it is an event
+        if _is_same_file(hit.path, file):
+            if watched:
+                self._names.checked(hit.path, file)
             return hit
         self.scan_fds()
         now = self._open.get(file)
@@ -263,6 +272,7 @@ class FileResolver:
         inode number reused), and the names kept stay two intervals' worth."""
         self._before, self._recent = self._recent, {}
         self._checked = set()
+        self._names.poll()  # the names renamed or removed since: checked again
         self._overlay.new_interval()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .bursts.fold import FOLDED_KEY, folded_label, redo_dir
 from .cache_hits import hit_ratio
@@ -224,6 +225,7 @@ class ScreenState:
         self.view = view  # VIEWS: the syscall columns or the page cache's
         self.filters = filters or Filters()
         self._tracks: dict[str, _Track] = {}
+        self._pending: list[_Pending] = []  # the last interval's rows, their ScreenRows not made
         self._folded: dict[str, set[str]] = {}  # a folded row's key -> the files seen in it (their keys)
         self.totals: dict[str, tuple[str, str, Counts]] = {}  # whole session, per file
         self.lost_events = 0
@@ -231,15 +233,18 @@ class ScreenState:
         self.intervals = 0
         self.elapsed_s = 0.0
 
-    def update(self, interval: Interval) -> list[ScreenRow]:
-        """Fold in one interval; the rows to show now."""
+    def update(self, interval: Interval, most: int | None = None) -> list[ScreenRow]:
+        """Fold in one interval; the rows to show now (the first `most` of them: the others'
+        ScreenRows are made only if `rows()` asks for them, e.g. sorted by another key)."""
         self.intervals += 1
         self.elapsed_s += interval.interval_s
         self.lost_events += interval.lost_events
         self.lost_by.update(lost_by_reason(interval.drops))
         secs = interval.interval_s or 1.0
-        current: dict[str, tuple[str, str, Counts, dict[str, Histogram]]] = {}
+        # key -> [label, kind, the counts it adds up, their latency histograms]
+        current: dict[str, list[Any]] = {}
         kinds: dict[str, dict[str, int]] = {}  # user, connection, query: bytes by file kind
+        per_thread = self.group in THREAD_GROUPS  # histograms are per file, not per thread
         for f in interval.files:
             self._add_total(f)
             if not self.filters.keep(f):
@@ -249,28 +254,30 @@ class ScreenState:
                     seen = self._folded.setdefault(key, set())
                     seen.add(f.key)
                     label = folded_label(label, len(seen))
-                if key not in current:
-                    kind = self.group if self.group in THREAD_GROUPS else f.kind
-                    current[key] = (label, kind, Counts(), {})
+                entry = current.get(key)
+                if entry is None:
+                    entry = current[key] = [label, self.group if per_thread else f.kind, [], []]
                 elif key.startswith(FOLDED_KEY):
-                    current[key] = (label, *current[key][1:])  # the count as of the last file
-                current[key][2].merge(counts)
+                    entry[0] = label  # the count as of the last file
+                entry[2].append(counts)
                 if self.group in SERVER_GROUPS:
                     by_kind = kinds.setdefault(key, {})
                     by_kind[f.kind] = by_kind.get(f.kind, 0) + counts.write_bytes + counts.read_bytes
-                if self.group not in THREAD_GROUPS:  # histograms are per file, not per thread
-                    _merge_latency(current[key][3], f.latency)
-        rows = []
-        for key, (label, kind, counts, latency) in current.items():
+                if not per_thread and f.latency:
+                    entry[3].append(f.latency)
+        pending = []
+        for key, (label, kind, parts, latencies) in current.items():
             if key in kinds:  # the kind of file a user, connection or query moved the most bytes of
                 kind = max(kinds[key].items(), key=lambda kv: (kv[1], kv[0]))[0]
-            track = self._tracks.setdefault(key, _Track(kind, label))
+            track = self._tracks.get(key)
+            if track is None:  # (not setdefault: a _Track and its deques made for every row)
+                track = self._tracks[key] = _Track(kind, label)
             track.label, track.kind, track.quiet_for = label, kind, 0
+            # one part (a file's own row): its counters are the sum; ScreenRow's merge waits
+            counts = parts[0] if len(parts) == 1 else _merged(parts)
             track.history.append(counts.write_bytes / secs)
             track.wback_history.append(counts.writeback_bytes / secs)
-            row = _row(key, track, counts, secs)
-            row.latency = {cls: s for cls, hist in latency.items() if (s := hist.summary())}
-            rows.append(row)
+            pending.append(_Pending(key, track, parts, latencies, counts, secs))
         for key, track in list(self._tracks.items()):
             if key in current:
                 continue
@@ -280,8 +287,19 @@ class ScreenState:
             if track.quiet_for > FADE_INTERVALS:
                 del self._tracks[key]
             else:
-                rows.append(_row(key, track, Counts(), secs))
-        return self.sorted(rows)
+                pending.append(_Pending(key, track, [], [], _QUIET, secs))
+        self._pending = pending
+        return self.rows(most)
+
+    def rows(self, most: int | None = None) -> list[ScreenRow]:
+        """The rows of the last interval in the current sort order, the first `most` of
+        them (None: all); sorted from each row's counters, a ScreenRow made only for those."""
+        key = SORT_KEYS[self.sort]
+        reverse = self.sort not in ("name", "kind")
+        # the same order as sorted(): quiet rows sink below active ones; a stable sort of
+        # the last order, as sorted() of the last rows was (ties stay where they were)
+        self._pending = sorted(self._pending, key=lambda r: (r.quiet_for, _neg(key(r)) if reverse else key(r)))
+        return [p.row() for p in self._pending[:most]]
 
     def sorted(self, rows: Iterable[ScreenRow]) -> list[ScreenRow]:
         key = SORT_KEYS[self.sort]
@@ -312,15 +330,102 @@ class ScreenState:
         entry[2].merge(f)
 
 
+_QUIET = Counts()  # a quiet row's counts (never changed)
+
+
+def _merged(parts: list[Counts]) -> Counts:
+    total = Counts()
+    for part in parts:
+        total.merge(part)
+    return total
+
+
+class _Pending:
+    """A row of the last interval before its ScreenRow is made: what SORT_KEYS read, from
+    its counters (the same values as the ScreenRow's), and the ScreenRow on demand (at
+    20,000 files the screen shows ~40 rows: a ScreenRow, its merged Counts and its history
+    copied for each of 20,000 files was a third of the screen's update, issue 60)."""
+
+    __slots__ = ("_latency", "counts", "key", "kind", "label", "latencies", "parts", "quiet_for", "secs", "track")
+
+    def __init__(
+        self,
+        key: str,
+        track: _Track,
+        parts: list[Counts],
+        latencies: list[dict[str, Histogram]],
+        counts: Counts,
+        secs: float,
+    ) -> None:
+        self.key, self.track, self.secs = key, track, secs
+        self.parts, self.latencies, self.counts = parts, latencies, counts
+        self.label, self.kind, self.quiet_for = track.label, track.kind, track.quiet_for
+        self._latency: dict[str, dict[str, int]] | None = None
+
+    @property
+    def write_bps(self) -> float:
+        return self.counts.write_bytes / self.secs
+
+    @property
+    def write_ops_ps(self) -> float:
+        return self.counts.write_ops / self.secs
+
+    @property
+    def avg_write(self) -> float:
+        c = self.counts
+        return c.write_bytes / c.write_ops if c.write_ops else 0.0
+
+    @property
+    def sync_ps(self) -> float:
+        return self.counts.sync_ops / self.secs
+
+    @property
+    def dirtied_bps(self) -> float:
+        return self.counts.dirtied_bytes / self.secs
+
+    @property
+    def wback_bps(self) -> float:
+        return self.counts.writeback_bytes / self.secs
+
+    @property
+    def read_bps(self) -> float:
+        return self.counts.read_bytes / self.secs
+
+    @property
+    def read_ops_ps(self) -> float:
+        return self.counts.read_ops / self.secs
+
+    @property
+    def latency(self) -> dict[str, dict[str, int]]:
+        if self._latency is None:
+            merged: dict[str, Histogram] = {}
+            for latency in self.latencies:
+                _merge_latency(merged, latency)
+            self._latency = {cls: s for cls, hist in merged.items() if (s := hist.summary())}
+        return self._latency
+
+    def latency_p99(self, cls: str) -> int:
+        summary = self.latency.get(cls)
+        return summary["p99_ns"] if summary else 0
+
+    def row(self) -> ScreenRow:
+        # the counts merged into a Counts of their own, as they always were (the row's
+        # writeback causes in WRITEBACK_CAUSES' order, its APIs a set of its own)
+        counts = self.counts if len(self.parts) != 1 else _merged(self.parts)
+        row = _row(self.key, self.track, counts, self.secs, self.label, self.kind, self.quiet_for)
+        row.latency = self.latency
+        return row
+
+
 def _neg(value: float | str) -> float | str:
     return -value if isinstance(value, (int, float)) else value
 
 
-def _row(key: str, track: _Track, c: Counts, secs: float) -> ScreenRow:
+def _row(key: str, track: _Track, c: Counts, secs: float, label: str, kind: str, quiet_for: int) -> ScreenRow:
     return ScreenRow(
         key=key,
-        label=track.label,
-        kind=track.kind,
+        label=label,
+        kind=kind,
         write_bps=c.write_bytes / secs,
         write_ops_ps=c.write_ops / secs,
         avg_write=c.write_bytes / c.write_ops if c.write_ops else 0.0,
@@ -329,7 +434,7 @@ def _row(key: str, track: _Track, c: Counts, secs: float) -> ScreenRow:
         read_ops_ps=c.read_ops / secs,
         errors=c.errors,
         history=list(track.history),
-        quiet_for=track.quiet_for,
+        quiet_for=quiet_for,
         dirtied_bps=c.dirtied_bytes / secs,
         wback_bps=c.writeback_bytes / secs,
         wback_by=dict(c.writeback_by),

@@ -35,6 +35,10 @@ min-max, ratio to baseline) and write the same to --out. Run as root.
 4. top_cpu      top's userspace CPU at 10k / 100k / 1M events/s.
 5. report       offline report speed and peak RSS (tools/bench_report.py).
 6. startup      command to first attached probe; RSS of top.
+Optional, only when named in --only (too long for `make bench`):
+   tables       20,000 sysbench tables on MariaDB 10.11 and Oracle MySQL 9.7, a load that
+                writes every table: verify against performance_schema, top's lost events,
+                files, CPU and RSS (tools/bench_tables.py, about 20 min).
 
 MYSQLIO_BENCH_CONFIGS (10.11-io_uring,10.11-aio,11.8: the default; 9.7: Oracle MySQL,
 only when named) chooses the server configurations of tps and kernel_cost,
@@ -603,6 +607,11 @@ SCENARIOS: dict[str, Callable[[Suite], None]] = {
     # top at thousands of active files, iogen's scenario many (tools/bench_scale.py)
     "scale": lambda s: __import__("bench_scale").bench_scale(s),
 }
+# run only when named in --only: too long for a plain `make bench` (tests/test_bench_plan.py)
+OPTIONAL_SCENARIOS: dict[str, Callable[[Suite], None]] = {
+    # 20,000 tables under sysbench on MariaDB and MySQL: verify and top (tools/bench_tables.py)
+    "tables": lambda s: __import__("bench_tables").bench_tables(s),
+}
 
 
 # rough run time of the scenarios with a fixed length (seconds: full, smoke); tps and
@@ -617,6 +626,7 @@ FIXED_ESTIMATE_S = {
     "soak": (650, 0),
     "pagecache": (620, 60),
     "scale": (100, 20),
+    "tables": (1200, 180),
 }
 
 
@@ -738,11 +748,14 @@ def reproducing_command(smoke: bool, only: str | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="one short pair of each: checks the suite works")
-    ap.add_argument("--only", help=f"comma-separated subset of {','.join(SCENARIOS)}")
+    ap.add_argument(
+        "--only",
+        help=f"comma-separated subset of {','.join(SCENARIOS)}; or of the optional {','.join(OPTIONAL_SCENARIOS)}",
+    )
     ap.add_argument("--out", help="write the table as markdown here")
     args = ap.parse_args(argv)
     chosen = args.only.split(",") if args.only else list(SCENARIOS)
-    unknown = set(chosen) - set(SCENARIOS)
+    unknown = set(chosen) - set(SCENARIOS) - set(OPTIONAL_SCENARIOS)
     if unknown:
         ap.error(f"unknown scenario {', '.join(sorted(unknown))}")
     suite = Suite(smoke=args.smoke)
@@ -751,7 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in chosen:
         print(f"== {name}", flush=True)
         try:
-            SCENARIOS[name](suite)
+            {**SCENARIOS, **OPTIONAL_SCENARIOS}[name](suite)
         except (SetupError, ValueError) as e:  # a missing tool or root, a bad MYSQLIO_BENCH_* value
             print(f"bench: {e}", file=sys.stderr, flush=True)
             return 2

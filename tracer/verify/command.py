@@ -20,7 +20,7 @@ from ..session import choose_target, open_session
 from .compare import MIN_BYTES, TOLERANCE, MappedFile, compare, redo_reference, relative_to_datadir, verdict
 from .pfs import LOST_STATUS, REDO_STATUS, check_performance_schema, read_file_summary, server_paths, status_value
 from .result import VerifyResult, shown_names, write_text
-from .window import Reading, measure_window
+from .window import DRAIN_EVERY_S, Reading, measure_window
 
 VERIFY_TIMEOUT_S = 10.0  # file_summary_by_instance of a server with many tables takes a while
 
@@ -62,7 +62,13 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
             print(
                 f"mysqlio: comparing with performance_schema for {args.duration:g} s ...", file=sys.stderr, flush=True
             )
-            window = measure_window(sampler, read_server, args.duration)
+            sampler.early.start(DRAIN_EVERY_S)  # mid-interval drains where the maps call for them, as top's
+            try:
+                window = measure_window(sampler, read_server, args.duration)
+            finally:
+                # its mid-interval drains (started once an interval lost rows) end before
+                # the probe closes: else that thread drains closed maps (EBADF, a traceback)
+                sampler.early.close()
         if not target.is_alive(pid):
             raise TargetGone(f"process {pid} exited during the window; nothing to compare")
         lost_after = status_value(conn, LOST_STATUS) or 0

@@ -9,7 +9,19 @@ import sys
 from typing import Any
 
 import pytest
-from matrix_guest import BANNERS, REPO, Scenarios, Tracer, error_line, exit_text, judge, untimed_classes
+from matrix_guest import (
+    BANNERS,
+    COUNTERS,
+    REPO,
+    Scenarios,
+    Tracer,
+    _iogen_rows,
+    error_line,
+    exit_text,
+    judge,
+    untimed_classes,
+)
+from matrix_reads import read_issues
 from test_kernel_matrix import hooks_not_tracepoints, skipped_and_counted
 
 
@@ -167,3 +179,75 @@ def test_a_tracer_on_the_raw_hook_is_named() -> None:
     ebpf["record"]["syscall_hook"] = "raw"
     del ebpf["exporter"]["syscall_hook"]
     assert hooks_not_tracepoints({"ebpf": ebpf}) == {"record": "raw", "exporter": "not noted"}
+
+
+def _coldread(proc_io: int = 180) -> dict[str, Any]:
+    """iogen's JSON for coldread's files (issue 61): a buffered cold file, an O_DIRECT one."""
+    zero = dict.fromkeys(COUNTERS, 0)
+    return {
+        "proc_io_read_bytes": proc_io,
+        "files": [
+            {"path": "/s/coldread.dat", "deleted": False, **zero, "disk_read_bytes": 100, "direct_read_bytes": 0},
+            {
+                "path": "/s/coldread_direct.dat",
+                "deleted": False,
+                **zero,
+                "disk_read_bytes": 80,
+                "direct_read_bytes": 80,
+            },
+        ],
+    }
+
+
+COLDREAD = Scenarios(run=["coldread"], files={"coldread": ["coldread.dat", "coldread_direct.dat"]})
+
+
+def _read_tracer(expected: dict[str, Any], **got: dict[str, int]) -> Tracer:
+    """A tracer that gave iogen's counts, but for GOT (per basename), readahead as on a host."""
+    t = _tracer(10, 0, {})
+    t.want = _iogen_rows(expected)
+    t.got = {p: dict(row) for p, row in t.want.items()}
+    t.got["/s/coldread.dat"]["readahead_bytes"] = 100
+    t.got["/s/coldread_direct.dat"]["readahead_bytes"] = 0
+    for name, row in got.items():
+        t.got[f"/s/{name}.dat"].update(row)
+    t.extra["read_issues"] = read_issues(t.got, expected)
+    return t
+
+
+def test_disk_reads_judged_per_file() -> None:
+    """A coldread file's disk_read_bytes and direct_read_bytes are judged as its other
+    counters, in every mode; the ones iogen gives them for only."""
+    expected = _coldread()
+    assert _iogen_rows(expected)["/s/coldread_direct.dat"]["direct_read_bytes"] == 80
+    t = _read_tracer(expected)
+    judge(t, COLDREAD)
+    assert t.cells == {"coldread": "exact"}
+    t = _read_tracer(expected, coldread_direct={"disk_read_bytes": 76, "direct_read_bytes": 76})
+    judge(t, COLDREAD)
+    assert t.cells["coldread"].startswith(
+        "differs: coldread_direct.dat: disk_read_bytes 76 (iogen 80), direct_read_bytes 76 (iogen 80)"
+    )
+    assert "disk reads of its files 176 (/proc/PID/io 180)" in t.cells["coldread"]
+
+
+@pytest.mark.parametrize(
+    ("got", "issue"),
+    [
+        ({"coldread": {"readahead_bytes": 0}}, "coldread.dat: readahead_bytes 0 for a cold sequential read"),
+        ({"coldread": {"readahead_bytes": 104}}, "coldread.dat: readahead_bytes 104 not within disk_read_bytes 100"),
+        ({"coldread_direct": {"readahead_bytes": 8}}, "coldread_direct.dat: readahead_bytes 8 for O_DIRECT reads (0)"),
+    ],
+)
+def test_the_readahead_s_part_as_the_host_test_has_it(got: dict[str, dict[str, int]], issue: str) -> None:
+    """What iogen cannot know, bounded as tests/test_coldread.py bounds it."""
+    t = _read_tracer(_coldread(), **got)
+    judge(t, COLDREAD)
+    assert t.cells["coldread"] == f"differs: {issue}"
+
+
+def test_the_process_s_disk_reads_are_the_kernel_s() -> None:
+    """The read files' disk reads sum to /proc/PID/io read_bytes over iogen's reads."""
+    t = _read_tracer(_coldread(proc_io=184))
+    judge(t, COLDREAD)
+    assert t.cells["coldread"] == "differs: coldread.dat: disk reads of its files 180 (/proc/PID/io 184)"

@@ -14,7 +14,9 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    parallel, each in its own directory: the scenarios this kernel can run (iogen exits 0;
    `uring` fails where io_uring is missing or disabled) and the file names each one writes.
    The on-request `latency`, `rate` and `periodic` scenarios are skipped for time (said in
-   the JSON, "skipped").
+   the JSON, "skipped"). Where the scratch is a real block device (ext4 on a loop device),
+   the page-cache scenarios (PAGE_CACHE_SCENARIOS: writeback) and `coldread` (READ_SCENARIOS:
+   reads from the disk, buffered and O_DIRECT by pread, libaio and io_uring) run too.
 3. Starts `mysqlio doctor --json` and the three tracers at once, each with its own probe, on
    ONE iogen run of all runnable scenarios (iogen --wait: it starts once all are attached):
    `mysqlio top --json` (mysqlio.devtools.traced's start_top / FileTotals; stopped once two
@@ -22,8 +24,12 @@ What it does (all of it within a few minutes under emulation, 5-10x slower than 
    record` then `mysqlio report --json`, and `mysqlio exporter` scraped on a free
    127.0.0.1 port (mysqlio.devtools.scrape's scrape_after / iogen_files / exported_files).
 4. Judges each (mode, scenario) cell against iogen's own JSON ground truth, file by file,
-   counter by counter (COUNTERS; `deleted` where the mode reports it), as
-   mysqlio.devtools.traced's assert_exact does (it is also run on top's trace):
+   counter by counter (COUNTERS; `deleted` where the mode reports it; a coldread file's
+   disk_read_bytes and direct_read_bytes in every mode, the exporter's per-file counters
+   included), as mysqlio.devtools.traced's assert_exact does (it is also run on top's trace).
+   As tests/test_coldread.py, a read file's readahead_bytes (which iogen cannot know) must be
+   within its disk reads, 0 for O_DIRECT and not 0 for the cold sequential read, and its files'
+   disk reads must sum to the kernel's /proc/PID/io read_bytes over iogen's reads (tools/matrix_reads.py):
       "exact" | "differs: <what>" | "load failed: <the tracer's error line>" | "error: <line>"
    A file is a scenario's when iogen wrote a file of that name running the scenario alone
    (a traced file of no scenario's name goes to `nonfile`, whose files must be none).
@@ -92,6 +98,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from matrix_reads import READ_SCENARIOS, exported_reads, iogen_reads, read_issues, reads_seen, traced_reads
 
 from mysqlio.devtools.scrape import (
     EXPORTER_INTERVAL_S,
@@ -454,6 +461,7 @@ def _iogen_rows(expected: dict[str, Any]) -> dict[str, dict[str, int]]:
             **{c: f[c] for c in COUNTERS},
             "deleted": int(f["deleted"]),
             **(page_cache_row(f, f["writeback_by"]) if "dirtied_bytes" in f else {}),
+            **iogen_reads(f),
         }
         for f in expected["files"]
     }
@@ -537,6 +545,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
                     **{k: c[k] for k in COUNTERS},
                     "deleted": int(totals.deleted[path]),
                     **page_cache_row(c, totals.writeback_by.get(path, {})),
+                    **traced_reads(c),
                 }
                 for path, c in totals.under(str(workdir)).items()
             }
@@ -573,6 +582,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
                     **{c: f[c] for c in COUNTERS},
                     "deleted": int(f.get("deleted", False)),
                     **page_cache_row(f, f.get("writeback_by", {})),
+                    **traced_reads(f),
                 }
                 for f in report["files"]
                 if f["path"].startswith(prefix)
@@ -590,6 +600,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             m = scrape_after(t.port, done)
             t.got = exported_files(m, workdir)
             t.want = iogen_files(expected, workdir)
+            exported_reads(m, workdir, expected, t.got, t.want)
             device_only = sum(m.total("mysqlio_drops_total", reason=r) for r in DEVICE_ONLY_DROPS)
             t.lost = {
                 "lost_events": m.value("mysqlio_lost_events_total"),
@@ -601,6 +612,8 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             rc = t.stop(signal.SIGTERM)
             if rc != 0:
                 t.fail("error", f"exporter exited {exit_text(rc)}")
+        t.extra["read_issues"] = read_issues(t.got, expected)
+        t.extra.update(reads_seen(t.got, expected))
     except (AssertionError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
         t.stop(signal.SIGKILL, 30)
         t.status, t.error = "error", f"{type(e).__name__}: {e}"
@@ -628,6 +641,8 @@ def judge(t: Tracer, scenarios: Scenarios) -> None:
             diffs = [f"{c} {got.get(c, 0)} (iogen {want[c]})" for c in want if got.get(c, 0) != want[c]]
             if diffs:
                 bucket.append(f"{name}: {', '.join(diffs)}")
+    for path, what in t.extra.get("read_issues", []):
+        issues.setdefault(scenarios.of(path), []).append(f"{os.path.basename(path)}: {what}")
     for path, classes in t.extra.get("untimed", {}).items():
         issues.setdefault(scenarios.of(path), []).append(
             f"{os.path.basename(path)}: {', '.join(classes)} requests counted, none timed"
@@ -736,11 +751,14 @@ def run_matrix(modes: Sequence[str], alias: str, where: str, scratch_kind: str) 
         t0 = time.monotonic()
         wanted = list(IOGEN_SCENARIOS)
         if result["scratch"]["fs"].startswith("ext4"):
-            wanted += PAGE_CACHE_SCENARIOS  # writeback needs a real block device
+            wanted += [*PAGE_CACHE_SCENARIOS, *READ_SCENARIOS]  # writeback and disk reads need a block device
         scenarios = discover(base, wanted)
-        for s in PAGE_CACHE_SCENARIOS:
+        for s in (*PAGE_CACHE_SCENARIOS, *READ_SCENARIOS):
             if s not in wanted:
-                scenarios.skipped[s] = f"no block device under the scratch ({result['scratch']['fs']}): no writeback"
+                scenarios.skipped[s] = (
+                    f"the scratch is {result['scratch']['fs']}, not an ext4 of the run's own on a loop device "
+                    "(--scratch ext4)"
+                )
 
         result["scenarios"] = {
             "run": scenarios.run,

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .mariadb import MariaDB, MariaDBOptions
 from .processes import find_binary, wait_or_kill
-from .rooted_mariadb import RootedMariaDB
+from .rooted_mariadb import MountedMariaDB
 
 CRUN_RUN = "/run/crun"  # crun's state directory when run as root
 # after Debian's 50-server.cnf and 60-galera.cnf, so the pod's settings win
@@ -85,7 +85,7 @@ class Pod:
         return f"/kubepods/{self.qos}/pod{self.uid}"
 
 
-class CrunMariaDB(RootedMariaDB):
+class CrunMariaDB(MountedMariaDB):
     """RootedMariaDB's server (same root, same base directory ROOT/srv/mysqlio-…), started
     with `crun run` instead of unshare + chroot: its base directory is its /var/lib/mysql.
     `container_id` is the running container's (64 hex digits, new at each start and
@@ -93,7 +93,6 @@ class CrunMariaDB(RootedMariaDB):
     waiting for it. restart() stops the container and runs the same server (same pod,
     same files) in a new one. Needs root and crun."""
 
-    MOUNT = "/var/lib/mysql"
     PARENT_DEATH_SIGNAL = signal.SIGKILL
 
     def __init__(
@@ -107,18 +106,6 @@ class CrunMariaDB(RootedMariaDB):
         self.crun_pid = 0
         self._bundles = ""
         self._ids: list[str] = []  # every container this object ran (deleted by stop())
-
-    # -- paths: the base directory is the server's /var/lib/mysql
-    def server_path(self, path: str) -> str:
-        base = self.base_dir
-        if base and (path == base or path.startswith(base + "/")):
-            return self.MOUNT + path[len(base) :]
-        return super().server_path(path)
-
-    def host_path(self, path: str) -> str:
-        if self.base_dir and (path == self.MOUNT or path.startswith(self.MOUNT + "/")):
-            return self.base_dir + path[len(self.MOUNT) :]
-        return super().host_path(path)
 
     # -- running programs in containers
     def _make_layout(self) -> None:

@@ -33,7 +33,7 @@ from types import TracebackType
 from .crun_mariadb import crun_sees_hybrid
 from .mariadb import POLL_S, MariaDB, MariaDBOptions
 from .processes import die_with_parent, find_binary, wait_or_kill
-from .rooted_mariadb import RootedMariaDB
+from .rooted_mariadb import MountedMariaDB
 
 # names of the servers' containers: mysqlio-<creator pid>-<label>, so that the next start
 # removes those a killed test left running
@@ -115,7 +115,7 @@ def podman_cli() -> list[str]:
     return [*cli, "--runtime=runc"] if crun_sees_hybrid() else cli
 
 
-class EngineMariaDB(RootedMariaDB):
+class EngineMariaDB(MountedMariaDB):
     """RootedMariaDB's server (same root, base directory ROOT/srv/mysqlio-…, its
     /var/lib/mysql in the container) run by `cli` (docker's or podman's command line) as
     container `name` (mysqlio-<our pid>-<label>); `image` is docker's image of the root,
@@ -123,7 +123,6 @@ class EngineMariaDB(RootedMariaDB):
     attached `run` waiting for it, `container_id` the container's id (new at each
     start: restart() and recreate() run a new container; `--rm` removes the old one)."""
 
-    MOUNT = "/var/lib/mysql"
     PARENT_DEATH_SIGNAL = signal.SIGKILL
     SPAWN_TIMEOUT_S = 30.0
 
@@ -136,18 +135,6 @@ class EngineMariaDB(RootedMariaDB):
         self.name = f"mysqlio-{os.getpid()}-{label}"
         self.container_id = ""
         self.cli_pid = 0
-
-    # -- paths: the base directory is the server's /var/lib/mysql (as in CrunMariaDB)
-    def server_path(self, path: str) -> str:
-        base = self.base_dir
-        if base and (path == base or path.startswith(base + "/")):
-            return self.MOUNT + path[len(base) :]
-        return super().server_path(path)
-
-    def host_path(self, path: str) -> str:
-        if self.base_dir and (path == self.MOUNT or path.startswith(self.MOUNT + "/")):
-            return self.base_dir + path[len(self.MOUNT) :]
-        return super().host_path(path)
 
     # -- running programs in containers
     def _make_layout(self) -> None:

@@ -287,3 +287,21 @@ def _release_stale_mount(path: str) -> None:
     _run("losetup", "-d", f"/dev/loop{minor}", check=False)
     if os.path.basename(os.path.dirname(image)).startswith("mysqlio-loop-"):
         shutil.rmtree(os.path.dirname(image), ignore_errors=True)
+
+
+class MountedMariaDB(RootedMariaDB):
+    """A RootedMariaDB whose base directory its container sees at MOUNT, as a pod's volume
+    or `docker run --volume` mounts it (CrunMariaDB, EngineMariaDB): paths mapped through it."""
+
+    MOUNT = "/var/lib/mysql"
+
+    def server_path(self, path: str) -> str:
+        base = self.base_dir
+        if base and (path == base or path.startswith(base + "/")):
+            return self.MOUNT + path[len(base) :]
+        return super().server_path(path)
+
+    def host_path(self, path: str) -> str:
+        if self.base_dir and (path == self.MOUNT or path.startswith(self.MOUNT + "/")):
+            return self.base_dir + path[len(self.MOUNT) :]
+        return super().host_path(path)

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_warmup import drop_from_page_cache
 
 from mysqlio.devtools.mariadb import MariaDB, MariaDBOptions
 from mysqlio.devtools.replication import replica_pair, wait_caught_up
@@ -48,16 +49,6 @@ def pair() -> Iterator[tuple[MariaDB, MariaDB]]:
 
 def _binlogs(db: MariaDB) -> list[str]:
     return sorted(p for p in glob.glob(os.path.join(db.datadir, "mysql-bin.[0-9]*")))
-
-
-def _drop_from_page_cache(paths: list[str]) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # dirty pages are not dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def _pfs_read_bytes(db: MariaDB) -> dict[str, int]:
@@ -112,7 +103,7 @@ def test_the_dump_thread_reads_the_binlog_from_the_disk(
     bench.start(LOAD_S)
     bench.wait(timeout_s=LOAD_S + 60)
     binlogs = _binlogs(primary)
-    _drop_from_page_cache(binlogs)
+    drop_from_page_cache(binlogs)
     sizes = {p: os.path.getsize(p) for p in binlogs}
     top = TopCollector(primary.pid, INTERVAL_S)
     try:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,19 +189,23 @@ TOLERANCE = 0.01  # the issue's: the server's own counters within 1 %
 LOAD_S = 2  # oltp_read_only after the buffer pool load
 
 
-def _drop_page_cache(directory: str) -> Callable[[], None]:
-    """Its files' pages out of the page cache (theirs only, not the machine's:
+def drop_from_page_cache(paths: Iterable[str]) -> None:
+    """These files' pages out of the page cache (theirs only, not the machine's:
     POSIX_FADV_DONTNEED drops a file's clean pages)."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages are not dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _drop_page_cache(directory: str) -> Callable[[], None]:
+    """Its files' pages out of the page cache (drop_from_page_cache)."""
 
     def drop() -> None:
-        for path in glob.glob(os.path.join(directory, "**"), recursive=True):
-            if os.path.isfile(path):
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)  # dirty pages are not dropped
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+        drop_from_page_cache(p for p in glob.glob(os.path.join(directory, "**"), recursive=True) if os.path.isfile(p))
 
     return drop
 

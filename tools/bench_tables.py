@@ -55,6 +55,7 @@ from typing import Any
 
 import psutil
 from bench import Result, Suite
+from bench_scale import hwm_mib
 from bench_server import root_of
 from bench_tracers import MYSQLIO, require, wait_line
 
@@ -222,7 +223,7 @@ def run_top(pid: int, intervals: int) -> TopRun:
                 run.cpu_s, run.wall_s = cpu() - cpu_first, time.monotonic() - t_first
                 run.measured = intervals - 1
                 run.rss_mib = proc.memory_info().rss / 2**20
-                run.hwm_mib = _hwm_mib(top.pid)
+                run.hwm_mib = hwm_mib(top.pid)
                 top.send_signal(signal.SIGINT)
         top.wait(timeout=120)
         return run
@@ -243,14 +244,6 @@ def split_line(line: str) -> tuple[dict[str, Any], list[str]]:
     head = json.loads(line[:at].rstrip(",") + "}")
     end = line.find("]", at) if line.startswith('"files":[]', at) else line.find(',"devices":', at)
     return head, [json.loads(f'"{p}"') for p in _PATH.findall(line, at, end if end > 0 else len(line))]
-
-
-def _hwm_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 @dataclass

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .mariadb import MariaDB, MariaDBOptions
-from .processes import find_binary, wait_or_kill
+from .processes import find_binary
 from .rooted_mariadb import MountedMariaDB
 
 CRUN_RUN = "/run/crun"  # crun's state directory when run as root
@@ -203,14 +203,7 @@ class CrunMariaDB(MountedMariaDB):
     def restart(self, timeout_s: float = 60) -> None:
         """Stop the container and start the same server in a new one (new container id,
         same pod names and files), as kubelet restarts a container; wait until it answers."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._terminate(proc)
-            wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
-        deadline = time.monotonic() + timeout_s
-        self._spawn(self._server_binary(self.SERVER))
-        self._wait_ready(deadline)
+        self._run_again(timeout_s)
 
     def stop(self) -> None:
         try:

@@ -187,15 +187,7 @@ class EngineMariaDB(MountedMariaDB):
         """Stop and remove the container and `run --name` the same server again (a new
         container id and pid, same name and files), as compose recreates a service; wait
         until it answers."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._terminate(proc)
-            wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
-        self._remove_container()  # (gone already: --rm)
-        deadline = time.monotonic() + timeout_s
-        self._spawn(self._server_binary(self.SERVER))
-        self._wait_ready(deadline)
+        self._run_again(timeout_s, while_down=self._remove_container)  # (gone already: --rm)
 
     def stop(self) -> None:
         try:

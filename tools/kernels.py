@@ -410,13 +410,27 @@ def _depmod(modules: Path, release: str) -> None:
     _run([depmod, "-a", "-b", str(base), release], what="depmod")
 
 
+def _made_by_us(link_target: Path) -> bool:
+    """A link into another kernels directory of this tool: DIR/RELEASE/[usr/]lib/modules/RELEASE[/...].
+
+    A run with other MYSQLIO_KERNELS_DIR (CI's isolated caches) must re-point it: kept, it sent
+    SystemTap to a tree fetched without headers."""
+    parts = link_target.parts
+    for i in range(len(parts) - 3):
+        if parts[i + 1 : i + 3] == ("lib", "modules") or parts[i + 1 : i + 4] == ("usr", "lib", "modules"):
+            release = parts[i]
+            tail = parts[i + 3] if parts[i + 1] == "lib" else (parts[i + 4] if len(parts) > i + 4 else "")
+            return bool(release) and tail == release
+    return False
+
+
 def _link(path: Path, target: Path) -> None:
     """PATH -> TARGET, replacing a link of ours (or a dangling one), never a real file."""
     if path.is_symlink():
         if Path(os.readlink(path)) == target:
             return
         current = Path(os.readlink(path))
-        ours = any(str(current).startswith(str(d)) for d in (KERNELS_DIR, CACHE_DIR))
+        ours = any(str(current).startswith(str(d)) for d in (KERNELS_DIR, CACHE_DIR)) or _made_by_us(current)
         if not ours and path.exists():
             log(f"leaving {path} -> {current} as it is (not ours)")
             return

@@ -3,7 +3,8 @@
 
 Started before any of them, the exporter finds both, labels each one's series with its
 datadir (`server`), counts each exactly (iogen's ground truth), and follows one through a
-restart while the other goes on untouched."""
+restart (counted from its first moments: its probe kept and re-targeted) while the other
+goes on untouched."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_follow import _server
+from test_follow import CAUGHT_WITHIN_S, _server
 
 from mysqlio.devtools.scrape import (
     EXPORTER_INTERVAL_S,
@@ -132,12 +133,13 @@ def test_all_servers_labelled_exact_and_followed(bpf_ready: None, iogen: Path, t
         assert _value(scrape(port), "mysqlio_target_up", b_label) == 1
         # a restarts (same datadir): traced again, counted as a restart, totals go on
         a2 = _server(mariadbd, a_dir, *ARGS)
+        # its I/O CAUGHT_WITHIN_S after its start counted: the probe kept and re-targeted
+        time.sleep(CAUGHT_WITHIN_S)
+        expected_a2 = _run(a2, a_dir)
         wait_for("a traced again", lambda: _value(scrape(port), "mysqlio_target_pid", a_label) == a2.pid, 60)
-        m = scrape(port)
+        m = _sampled_after(port, a_label, time.time())
         assert _value(m, "mysqlio_target_restarts_total", a_label) == 1
         assert _value(m, "mysqlio_target_restarts_total", b_label) == 0
-        expected_a2 = _run(a2, a_dir)
-        m = _sampled_after(port, a_label, time.time())
         assert exported_files(m, a_dir) == {
             path: {c: n + expected_a2[path][c] for c, n in counts.items()} for path, counts in expected_a.items()
         }

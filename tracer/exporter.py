@@ -4,8 +4,8 @@ The sampling engine of `top` (mysqlio.session, mysqlio.sampling: the same probe,
 sampler and interval loop) feeds an `ExporterState` every interval; a custom
 collector turns a consistent view of it into metric families when Prometheus
 scrapes. Counters are cumulative since the
-exporter started and survive restarts of the server (the probe is re-created on
-the new process, the totals go on).
+exporter started and survive restarts of the server (the totals go on; with eBPF the
+probe stays loaded and is re-targeted at the new process: mysqlio.kept_probe).
 
 Label cardinality is bounded: per kind always (a fixed set of kinds); per file
 only for the --top-files files with most bytes (read + written; dirtied, for a file
@@ -36,8 +36,9 @@ import heapq
 import math
 import sys
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
@@ -46,12 +47,14 @@ from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
+from . import target
 from .bursts.live import BurstTracker
 from .bursts.train import SYNC_CALLS, Train
 from .container_identity import container_identity
 from .devices import OWNER_NAMES, DeviceActivity
 from .errors import TargetGone, UserError
 from .follow import trace_following
+from .kept_probe import KeptProbe
 from .kinds import KINDS
 from .latency import SUB, Histogram
 from .model import WRITEBACK_CAUSES, Counts, Interval
@@ -103,6 +106,7 @@ class _Target:
     server_version: str = ""
     up: bool = False
     restarts: int = 0
+    unseen_s: float = 0.0  # from the process's start until it was counted
 
 
 class ExporterState:
@@ -177,12 +181,15 @@ class ExporterState:
             self._trains = trains[: self.top_files]
             self._last_sample = now
 
-    def attached(self, pid: int, process: str, datadir: str | None, server_version: str | None) -> None:
+    def attached(
+        self, pid: int, process: str, datadir: str | None, server_version: str | None, unseen_s: float = 0.0
+    ) -> None:
         c = container_identity(pid)  # a restarted container: a new id, the same names
         with self._lock:
             self.container_labels = c.labels()
             self.target.pid, self.target.process, self.target.datadir = pid, process, datadir or ""
             self.target.server_version = server_version or ""
+            self.target.unseen_s = unseen_s
             self.target.up = True
 
     def detached(self) -> None:
@@ -320,6 +327,12 @@ class ExporterState:
         yield CounterMetricFamily(
             "mysqlio_target_restarts_total", "Restarts of the server followed (a new process traced)", value=t.restarts
         )
+        yield GaugeMetricFamily(
+            "mysqlio_target_unseen_seconds",
+            "Seconds from the traced process's start until its I/O was counted (what it did before is not "
+            "in the counters); after a restart followed with eBPF, well under a second",
+            value=round(t.unseen_s, 3),
+        )
         info = GaugeMetricFamily(
             "mysqlio_target_info",
             "The traced server; follow=1: a restarted server (same name and datadir) is traced again",
@@ -444,13 +457,66 @@ def serve_metrics(listen: tuple[str, int], registry: CollectorRegistry) -> tuple
     return server, f"http://{shown}:{server.server_port}/metrics"
 
 
-def trace_into(pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str) -> int:
-    """Feed the state from one process until stopped (0) or the process exits (TargetGone)."""
-    with open_session(args.backend, pid, stop=stop.event) as session:
+def trace_into(
+    pid: int, args: argparse.Namespace, state: ExporterState, stop: StopFlag, url: str, kept: KeptProbe | None = None
+) -> int:
+    """Feed the state from one process until stopped (0) or the process exits (TargetGone).
+    kept (following restarts): the probe kept from the process traced before, and this
+    one's kept when it exits; its exit is then seen within target.EXIT_CHECK_S."""
+    with open_session(args.backend, pid, stop=stop.event, kept=kept) as session:
         layout = session.layout
-        state.attached(pid, session.process, session.shown_datadir, layout.version)
+        state.attached(pid, session.process, session.shown_datadir, layout.version, _unseen_s(session.probe, pid))
         print(f"mysqlio: exporting pid {pid} ({session.process}) on {url}", file=sys.stderr, flush=True)
-        return run_loop(IntervalSampler(session), _StateSink(state, stop.event), stop, args.interval)
+        sink = _StateSink(state, stop.event)
+        return run_loop(IntervalSampler(session), sink, stop, args.interval, watch_exit=kept is not None)
+
+
+def _unseen_s(probe: object, pid: int) -> float:
+    """Seconds from the process's start until the probe counted it: until a kept probe was
+    re-targeted at it (found), else until now (the probe has just been attached)."""
+    started = target.started_at(pid)
+    if started is None:
+        return 0.0
+    retargeted = getattr(probe, "retargeted_at", None)  # monotonic; eBPF only
+    counted = time.time() - (time.monotonic() - retargeted if retargeted is not None else 0.0)
+    return max(0.0, counted - started)
+
+
+def trace_server(
+    pid: int,
+    args: argparse.Namespace,
+    state: ExporterState,
+    stop: StopFlag,
+    url: str,
+    follow: bool,
+    taken: Callable[[], set[int]] | None = None,
+) -> int:
+    """Feed the state from the server until stopped; with `follow`, across its restarts
+    (never onto one of `taken`'s pids), its eBPF probe kept loaded and re-targeted at the
+    new process as soon as it is found, so its start-up I/O is counted (mysqlio.kept_probe:
+    a probe opened anew takes 1-2 s)."""
+    kept = KeptProbe() if follow else None
+
+    def trace_once(traced: int) -> int:
+        try:
+            return trace_into(traced, args, state, stop, url, kept)
+        except TargetGone:
+            state.detached()
+            raise
+
+    try:
+        return trace_following(
+            pid,
+            follow,
+            stop.event,
+            trace_once,
+            lambda _old, _new: state.restarted(),
+            taken=taken,
+            found=kept.retarget if kept is not None else None,
+        )
+    finally:
+        if kept is not None:
+            kept.close()
 
 
 def run_exporter(args: argparse.Namespace) -> int:
@@ -461,16 +527,8 @@ def run_exporter(args: argparse.Namespace) -> int:
     server, url = serve_metrics(args.listen, registry)
     stop = StopFlag()
     stop.install()
-
-    def trace_once(traced: int) -> int:
-        try:
-            return trace_into(traced, args, state, stop, url)
-        except TargetGone:
-            state.detached()
-            raise
-
     try:
-        return trace_following(pid, args.follow, stop.event, trace_once, lambda _old, _new: state.restarted())
+        return trace_server(pid, args, state, stop, url, args.follow)
     finally:
         server.shutdown()
         server.server_close()

@@ -2,10 +2,11 @@
 
 Each server gets the single-server exporter's own pieces: an `ExporterState` fed by a
 session of its own (one probe per server: the probe filters on one thread group), run
-in a thread by `follow.trace_following`, so a server that restarts is traced again
-and its counters go on. `scan` looks for servers every SCAN_S seconds and starts a
-tracer for each server identity (name + datadir + container, `follow.ServerIdentity`)
-it has not seen; a server that starts after the exporter is picked up at the next scan.
+in a thread by `exporter.trace_server`, so a server that restarts is traced again (its
+eBPF probe kept loaded and re-targeted: mysqlio.kept_probe) and its counters go on.
+`scan` looks for servers every SCAN_S seconds and starts a tracer for each server
+identity (name + datadir + container, `follow.ServerIdentity`) it has not seen; a server
+that starts after the exporter is picked up at the next scan.
 
 Series are told apart by the labels `server` (the datadir as the server names it, else
 "pid N") and `namespace`, `pod`, `container` (its Kubernetes names, else its docker /
@@ -29,8 +30,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from .errors import TargetGone, UserError
-from .exporter import CONTAINER_LABELS, ExporterState, serve_metrics, trace_into
-from .follow import ServerIdentity, identity_of, trace_following
+from .exporter import CONTAINER_LABELS, ExporterState, serve_metrics, trace_server
+from .follow import ServerIdentity, identity_of
 from .sampling import StopFlag
 from .session import choose_target
 from .target import SERVER_NAMES
@@ -115,22 +116,10 @@ class Fleet:
 
     def _run(self, traced: _Traced, pid: int) -> None:
         state = traced.state
-
-        def trace_once(traced_pid: int) -> int:
-            try:
-                return trace_into(traced_pid, self._args, state, self._stop, self._url)
-            except TargetGone:
-                state.detached()
-                raise
-
         try:
-            trace_following(
-                pid,
-                True,
-                self._stop.event,
-                trace_once,
-                lambda _old, _new: state.restarted(),
-                taken=lambda: self.traced_pids() - {state.target.pid},
+            # its probe kept across the server's restarts (exporter.trace_server)
+            trace_server(
+                pid, self._args, state, self._stop, self._url, True, lambda: self.traced_pids() - {state.target.pid}
             )
         except (UserError, TargetGone, OSError) as exc:
             # one server that cannot be traced (its probe refused, gone before attach)

@@ -39,6 +39,8 @@ Optional, only when named in --only (too long for `make bench`):
    tables       20,000 sysbench tables on MariaDB 10.11 and Oracle MySQL 9.7, a load that
                 writes every table: verify against performance_schema, top's lost events,
                 files, CPU and RSS (tools/bench_tables.py, about 20 min).
+   trace_scale  record, report (text and --json) and plot of traces of 10k-100k distinct
+                files: seconds and peak RSS, counts checked (tools/bench_trace_scale.py, ~6 min).
 
 MYSQLIO_BENCH_CONFIGS (10.11-io_uring,10.11-aio,11.8: the default; 9.7: Oracle MySQL,
 only when named) chooses the server configurations of tps and kernel_cost,
@@ -611,6 +613,8 @@ SCENARIOS: dict[str, Callable[[Suite], None]] = {
 OPTIONAL_SCENARIOS: dict[str, Callable[[Suite], None]] = {
     # 20,000 tables under sysbench on MariaDB and MySQL: verify and top (tools/bench_tables.py)
     "tables": lambda s: __import__("bench_tables").bench_tables(s),
+    # record / report / plot of a trace of 10k-100k distinct files (tools/bench_trace_scale.py)
+    "trace_scale": lambda s: __import__("bench_trace_scale").bench_trace_scale(s),
 }
 
 
@@ -627,6 +631,7 @@ FIXED_ESTIMATE_S = {
     "pagecache": (620, 60),
     "scale": (100, 20),
     "tables": (1200, 180),
+    "trace_scale": (360, 60),
 }
 
 

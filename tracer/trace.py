@@ -44,6 +44,7 @@ from .events import API_NAMES, BY_NAMES, EVENT_DTYPE, OP_NAMES
 from .ibdata_regions import RegionMap
 from .probe import dev_from_kernel, dev_label
 from .trace_batch_meta import device_sample, float_or_none, gap_note, lost_by_counter, status_samples
+from .trace_validate import BatchValidator
 
 FORMAT_VERSION = 1
 MAGIC_KEY = b"mysqlio"
@@ -479,12 +480,13 @@ class TraceReader:
                 reader = ipc.open_stream(f)
             except (pa.ArrowException, OSError, ValueError):
                 raise UserError(f"{self.path}: trace header is truncated or corrupt") from None
+            validator = BatchValidator()
             while True:
                 try:
                     batch, custom = reader.read_next_batch_with_custom_metadata()
                     # a damaged batch can decode: out-of-range dictionary indices, bad offsets,
                     # a field name that is not UTF-8, fewer columns than the schema
-                    batch.validate(full=True)
+                    validator.validate(batch)
                     batch = _with_optional_columns(batch)
                 except StopIteration:
                     return

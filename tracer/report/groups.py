@@ -10,7 +10,7 @@ import numpy as np
 from ..abi import LATENCY_UNKNOWN, Region
 from ..events import API_NAMES
 from ..ibdata_regions import region_name
-from ..latency import CLASSES, NBUCKETS, bucket_of, percentile
+from ..latency import CLASSES, MIDPOINT, NBUCKETS, bucket_of, percentile
 from ..model import COUNTER_FIELDS, PAGE_CACHE_OPS, SERVER_GROUPS
 from ..thread_attribution import Timeline
 from ..trace_counts import Grow, count, dense_unique, latency_class
@@ -29,54 +29,57 @@ class GroupAgg:
 
     The same counters as model.aggregate's for `top`, counted another way: `top`
     folds the kernel's few hundred pre-counted rows per interval in Python, a trace
-    holds every event (millions), counted here with numpy group-bys (`count`)."""
+    holds every event (millions), counted here with numpy group-bys (`count`).
+
+    Each batch is counted over its own groups only, and the histograms are kept sparse
+    (LatencyRows): a trace of 100k files read in hundreds of batches costs time and
+    memory in proportion to its events and files, not files x batches (issue 60)."""
 
     def __init__(self) -> None:
         self.n = 0
         self._counts = Grow((len(COUNTER_FIELDS),), np.int64)
         self._apis = Grow((len(API_NAMES),), np.bool_, False)
-        self._hist = Grow((len(CLASSES), NBUCKETS), np.int64)
+        self._hist = LatencyRows()
         self._max = Grow((len(CLASSES),), np.uint64)
 
     def add(self, gid: np.ndarray, size: int, ev: Events) -> None:
         self.n = max(self.n, size)
+        present, local = dense_unique(gid, size)  # the batch's groups, and each event's among them
         counts = self._counts.ensure(size)
-        counts[:size] += count(gid, size, ev)
+        counts[present] += count(local, len(present), ev)
         ok = ev.ok
         requests = ok & (ev.op < _FIRST_PAGE_CACHE_OP)  # page-cache events are no API's request
-        used = np.bincount(gid[requests] * len(API_NAMES) + ev.api[requests], minlength=size * len(API_NAMES))
-        self._apis.ensure(size)[:size] |= used.reshape(size, len(API_NAMES)) > 0
+        napis = len(API_NAMES)
+        used = np.bincount(local[requests] * napis + ev.api[requests], minlength=len(present) * napis)
+        self._apis.ensure(size)[present] |= used.reshape(len(present), napis) > 0
         timed = ok & (ev.latency != LATENCY_UNKNOWN)
         cls = latency_class(ev.op[timed])
         lat = ev.latency[timed]
         flat = gid[timed] * len(CLASSES) + cls
-        hist = self._hist.ensure(size).reshape(-1)
-        hkey = flat * NBUCKETS + bucket_of(lat)
-        nbins = size * len(CLASSES) * NBUCKETS
-        if nbins <= 4 * len(hkey) + (1 << 16):
-            hist[:nbins] += np.bincount(hkey, minlength=nbins)
-        else:
-            uniq, cnt = np.unique(hkey, return_counts=True)
-            hist[uniq] += cnt
+        self._hist.add(flat, bucket_of(lat))
         np.maximum.at(self._max.ensure(size).reshape(-1), flat, lat)
 
     def counts(self) -> np.ndarray:
         return self._counts.ensure(self.n)[: self.n]
 
     def stats(self, g: int) -> Stats:
-        hist = self._hist.a[g]
-        mx = self._max.a[g]
+        p50, p99, seen = self._hist.percentiles(self.n)
+        mx = self._max.ensure(self.n)[g]
+        latency = {}
+        for i, cls in enumerate(CLASSES):
+            row = g * len(CLASSES) + i
+            if seen[row]:
+                top = int(mx[i])  # a percentile is never above the exact maximum
+                latency[cls] = {"p50": min(int(p50[row]), top), "p99": min(int(p99[row]), top), "max": top}
+            elif cls != "read":  # no read latency is shown where there were no reads
+                latency[cls] = None
         return Stats.of(
-            self._counts.a[g],
-            apis=[API_NAMES[i] for i in np.flatnonzero(self._apis.a[g])],
-            latency={
-                cls: _latency(hist[i], int(mx[i])) for i, cls in enumerate(CLASSES) if cls != "read" or hist[i].any()
-            },
+            self._counts.a[g], apis=[API_NAMES[i] for i in np.flatnonzero(self._apis.a[g])], latency=latency
         )
 
     def total(self) -> Stats:
         n = self.n
-        hist = self._hist.ensure(n)[:n].sum(axis=0)
+        hist = self._hist.by_class()
         mx = self._max.ensure(n)[:n].max(axis=0) if n else np.zeros(len(CLASSES), np.uint64)
         return Stats.of(
             self.counts().sum(axis=0),
@@ -89,6 +92,77 @@ def _latency(hist: np.ndarray, maximum: int) -> dict[str, int] | None:
     if not hist.any():
         return None
     return {"p50": percentile(hist, 50, maximum), "p99": percentile(hist, 99, maximum), "max": maximum}
+
+
+class LatencyRows:
+    """Sparse latency histograms: a count per (row, bucket) seen, a row being a group's
+    latency class (gid * len(CLASSES) + class). A file's requests fill a few of the
+    NBUCKETS buckets: dense rows cost 9 KiB a file (900 MiB at 100k files)."""
+
+    def __init__(self) -> None:
+        self._chunks: list[tuple[np.ndarray, np.ndarray]] = []  # (row * NBUCKETS + bucket, count)
+        self._pending = 0
+        self._compacted = 0
+        self._percentiles: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def add(self, row: np.ndarray, bucket: np.ndarray) -> None:
+        if not len(row):
+            return
+        keys, counts = np.unique(row * NBUCKETS + bucket, return_counts=True)
+        self._chunks.append((keys, counts.astype(np.int64)))
+        self._pending += len(keys)
+        self._percentiles = None
+        if self._pending > max(1 << 20, 2 * self._compacted):
+            self._compact()
+
+    def _compact(self) -> tuple[np.ndarray, np.ndarray]:
+        """The (key, count) pairs, one per key, sorted by key."""
+        if not self._chunks:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if len(self._chunks) > 1:
+            keys = np.concatenate([c[0] for c in self._chunks])
+            uniq, inverse = np.unique(keys, return_inverse=True)
+            summed = np.bincount(inverse, weights=np.concatenate([c[1] for c in self._chunks]), minlength=len(uniq))
+            self._chunks = [(uniq, np.rint(summed).astype(np.int64))]
+        self._compacted = len(self._chunks[0][0])
+        self._pending = 0
+        return self._chunks[0]
+
+    def by_class(self) -> np.ndarray:
+        """(len(CLASSES), NBUCKETS): every row's counts added up by class."""
+        keys, counts = self._compact()
+        per_class = (keys // NBUCKETS) % len(CLASSES) * NBUCKETS + keys % NBUCKETS
+        summed = np.bincount(per_class, weights=counts, minlength=len(CLASSES) * NBUCKETS)
+        return np.rint(summed).astype(np.int64).reshape(len(CLASSES), NBUCKETS)
+
+    def percentiles(self, groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """p50 and p99 (bucket midpoints, not yet capped by the maximum) of every row of
+        `groups` groups, and whether the row has any latency; latency.percentile's
+        nearest rank, for all rows at once."""
+        if self._percentiles is None or self._percentiles[0] != groups:
+            self._percentiles = (groups, *_row_percentiles(*self._compact(), groups * len(CLASSES)))
+        return self._percentiles[1], self._percentiles[2], self._percentiles[3]
+
+
+def _row_percentiles(keys: np.ndarray, counts: np.ndarray, nrows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    p50 = np.zeros(nrows, np.int64)
+    p99 = np.zeros(nrows, np.int64)
+    seen = np.zeros(nrows, np.bool_)
+    if not len(keys):
+        return p50, p99, seen
+    row, bucket = keys // NBUCKETS, keys % NBUCKETS
+    starts = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    rows = row[starts]
+    cum = np.cumsum(counts)
+    before = np.r_[0, cum[starts[1:] - 1]]  # the counts of the rows before each row
+    total = np.add.reduceat(counts, starts)
+    for q, out in ((50, p50), (99, p99)):
+        rank = np.maximum(1, np.ceil(q / 100 * total)).astype(np.int64)
+        # the first bucket of the row whose running count reaches the rank
+        at = np.searchsorted(cum, before + rank)
+        out[rows] = np.rint(MIDPOINT[bucket[at]]).astype(np.int64)
+    seen[rows] = True
+    return p50, p99, seen
 
 
 class GroupKeys:
@@ -165,10 +239,9 @@ class GroupKeys:
     def _remember(self, gid: np.ndarray, ev: Events) -> None:
         if not len(gid):
             return
-        last = np.full(len(self.keys), -1, np.int64)
-        np.maximum.at(last, gid, np.arange(len(gid)))
-        seen = np.flatnonzero(last >= 0)
-        at = last[seen]
+        # each group of the batch and its last event (not an array of every group: per batch)
+        seen, from_end = np.unique(gid[::-1], return_index=True)
+        at = len(gid) - 1 - from_end
         for name, source in (
             ("path", ev.path),
             ("kind", ev.kind),

@@ -22,9 +22,10 @@ GROUP_LIST_KEYS = {
 }
 
 
-def report_json(r: Report, per_second: bool = True) -> dict[str, Any]:
+def report_json(r: Report, per_second: bool = True, rows: bool = True) -> dict[str, Any]:
     """The report as one JSON object; `per_second=False` leaves out --per-second's
-    rows (`write_report_json` streams them)."""
+    rows, `rows=False` holds None in place of the groups' list (`write_report_json`
+    streams both)."""
     out: dict[str, Any] = {
         "trace": r.trace,
         "meta": asdict(r.meta),
@@ -48,7 +49,7 @@ def report_json(r: Report, per_second: bool = True) -> dict[str, Any]:
     if r.warmups:  # after each restart (mysqlio.report.warmup)
         out["warmups"] = [w.to_json() for w in r.warmups]
     list_key = GROUP_LIST_KEYS[r.group]
-    out[list_key] = [row.to_json(r.group) for row in r.rows]
+    out[list_key] = [row.to_json(r.group) for row in r.rows] if rows else None
     if r.group != "kind":
         out["kinds"] = [row.to_json("kind") for row in r.kinds]
     out["busiest_seconds"] = [
@@ -82,6 +83,15 @@ def _no_hits(obj: Any) -> None:
             _no_hits(item)
 
 
+def _rows_json(r: Report) -> Iterator[dict[str, Any]]:
+    counted = page_cache_counted(r.total)
+    for row in r.rows:
+        obj = row.to_json(r.group)
+        if not counted:
+            _no_hits(obj)
+        yield obj
+
+
 def _per_second_json(r: Report) -> Iterator[dict[str, Any]]:
     list_key = GROUP_LIST_KEYS[r.group]
     counted = page_cache_counted(r.total)
@@ -95,9 +105,11 @@ def _per_second_json(r: Report) -> Iterator[dict[str, Any]]:
 def write_report_json(r: Report, out: TextIO, after: dict[str, Any] | None = None) -> None:
     """`report --json`: what `json.dumps(report_json(r) | after, indent=1)` and a
     newline would write, with --per-second's rows made and written one second at a
-    time (an hour of a busy trace is a million rows: 3 GiB held whole)."""
-    obj = report_json(r, per_second=False)
-    items: list[tuple[str, Any]] = list(obj.items())
+    time (an hour of a busy trace is a million rows: 3 GiB held whole), and the groups'
+    rows one at a time too (100k files: a list and its text of 700 MiB held whole)."""
+    list_key = GROUP_LIST_KEYS[r.group]
+    obj = report_json(r, per_second=False, rows=False)
+    items: list[tuple[str, Any]] = [(k, _rows_json(r) if k == list_key else v) for k, v in obj.items()]
     if r.per_second is not None:
         items.append(("per_second", _per_second_json(r)))
     items += list((after or {}).items())

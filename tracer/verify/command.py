@@ -18,6 +18,7 @@ from ..mysql_conn import ConnectionOptions, Connector, error_text, query
 from ..sampling import IntervalSampler
 from ..session import choose_target, open_session
 from .compare import MIN_BYTES, TOLERANCE, MappedFile, compare, redo_reference, relative_to_datadir, verdict
+from .lost import LostInstances, lost_warning, read_instances
 from .pfs import LOST_STATUS, REDO_STATUS, check_performance_schema, read_file_summary, server_paths, status_value
 from .result import VerifyResult, shown_names, write_text
 from .window import DRAIN_EVERY_S, Reading, measure_window
@@ -71,7 +72,7 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 sampler.early.close()
         if not target.is_alive(pid):
             raise TargetGone(f"process {pid} exited during the window; nothing to compare")
-        lost_after = status_value(conn, LOST_STATUS) or 0
+        lost = LostInstances(lost_before, status_value(conn, LOST_STATUS) or 0, *read_instances(conn))
     finally:
         conn.close()
     rows = compare(window, datadir, classifier.kind, mapped={f.path for f in mapped})
@@ -85,12 +86,9 @@ def run_verify(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         for r in rows
         if r.pfs_bytes is None and r.kind != "redo" and r.mysqlio_bytes and r.path not in mapped_paths
     ]
-    if lost_after and rowless:
-        grew = f", {lost_after - lost_before} of them during the window" if lost_after > lost_before else ""
-        warnings.append(
-            f"{LOST_STATUS} = {lost_after}{grew}: performance_schema could not track some files, so "
-            f"{', '.join(rowless[:5])} may have no row for that reason (performance_schema_max_file_instances)"
-        )
+    lost_note = lost_warning(lost, rowless)
+    if lost_note:
+        warnings.append(lost_note)
     name = target.process_name(pid)
     result = VerifyResult(
         pid=pid,

@@ -12,9 +12,11 @@
  * size; the first rejected one counts as an error.
  * io_uring: at io_uring_complete the request still holds its struct file,
  * opcode and result, so the bytes are counted there.
- * O_DIRECT reads (the file's f_flags): a MIO_DIRECT_READ row too, where the
- * read's bytes are counted: their bios carry the reader's pages, which name no
- * file (pagecache.bpf.h counts them on the device only).
+ * O_DIRECT reads (the file's f_flags): a MIO_DIRECT_READ row too, of the bytes
+ * their bios read (pagecache.bpf.h: direct_read_bio; a read of unwritten
+ * extents or holes returns zeros without any), or, for io_uring, libaio's
+ * io_submit of several iocbs and without the bio program, of the bytes the
+ * read returned.
  * Latency: syscalls from entry to exit; libaio iocbs from io_submit to the
  * io_getevents that returns them (matched by iocb pointer); io_uring requests
  * from io_uring_submit_req to io_uring_complete (matched by request pointer).
@@ -127,6 +129,10 @@ const volatile bool targ_uring_by_user_data = false;
 /* log2 of the kernel's page size (mysqlio.bpf_arch sets it from the running
  * kernel): page indexes and folio orders become bytes with it */
 const volatile __u32 targ_page_shift = DEFAULT_PAGE_SHIFT;
+/* the bio program is attached (not --no-page-cache): an O_DIRECT read by a
+ * syscall or a lone libaio iocb counts its disk bytes from its bios
+ * (direct_read_bio), not the bytes it returned */
+const volatile bool targ_direct_bios = false;
 
 struct drop_counters drops = {};
 
@@ -489,6 +495,8 @@ enum scratch_slot {
 	SCRATCH_EXIT,
 	SCRATCH_URING_SUBMIT,
 	SCRATCH_URING_COMPLETE,
+	SCRATCH_BIO,
+	SCRATCH_IO_SUBMIT_ENTER,
 	SCRATCH_SLOTS
 };
 
@@ -997,8 +1005,10 @@ static __always_inline void account_in(const struct file_ref *file, __u8 op, __u
 
 	/* an O_DIRECT read: read from the device for the file, a row of its own (record: an
 	 * event), counted first (whether or not the request's row fits). The key reused: no
-	 * second one on the exit's stack, near the verifiers' 512 bytes. */
-	if (direct_too && op == MIO_READ && ret > 0 && file_is_direct(file->file, false)) {
+	 * second one on the exit's stack, near the verifiers' 512 bytes. A syscall's is
+	 * counted from its bios where the bio program runs (direct_read_bio). */
+	if (direct_too && op == MIO_READ && ret > 0 && !(targ_direct_bios && api == MIO_API_SYSCALL) &&
+	    file_is_direct(file->file, false)) {
 		key.op = MIO_DIRECT_READ;
 		if (cas)
 			account_page_cache_cas(&key, ret, -1);
@@ -1452,13 +1462,8 @@ static __always_inline int on_sys_enter(const struct mio_syscall_args *a, __u32 
 
 	if (targ_args_at_exit)
 		return stamp_call(a->nr, tid);
-	if (a->nr == NR_io_submit) {
-		call = begin_call(CALL_IO_SUBMIT, 0, tid);
-		if (!call)
-			return 0;
-		call->nr = a->arg[1];
-		call->uptr = a->arg[2];
-	} else if (a->nr == NR_io_getevents || a->nr == NR_io_pgetevents) {
+	/* io_submit has enter programs of its own (on_io_submit_enter) */
+	if (a->nr == NR_io_getevents || a->nr == NR_io_pgetevents) {
 		call = begin_call(CALL_IO_GETEVENTS, 0, tid);
 		if (!call)
 			return 0;
@@ -1592,7 +1597,8 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	struct mio_syscall_args a = {};
 	__u32 tid = (__u32)target_id();
 
-	if (!tid || !is_io_syscall(nr))
+	/* io_submit's entry is its own program's (on_io_submit_enter) */
+	if (!tid || nr == NR_io_submit || !is_io_syscall(nr))
 		return 0;
 	a.nr = nr;
 	syscall_args_of(regs, &a);
@@ -1714,22 +1720,27 @@ int BPF_PROG(handle_sys_enter_msync_rb, struct pt_regs *regs, long nr)
 	return on_msync_enter(vma_file_rb(PT_REGS_PARM1_SYSCALL(regs)));
 }
 
+/* what of an iocb could not be read (struct aio_captured's lost): counted at
+ * io_submit's exit, where the kernel read it (the kernel rejects what it cannot read) */
+#define IOCB_FAULT 1     /* its iocb or iovecs: read_faults */
+#define IOCB_TRUNCATED 2 /* iovecs past MAX_IOVECS: iocbs_truncated */
+
 /* Bytes an IOCB_CMD_PWRITEV/PREADV asks for: the sum of its iovecs. */
-static __always_inline __s64 iovec_bytes(__u64 iov_ptr, __u64 count)
+static __always_inline __s64 iovec_bytes(__u64 iov_ptr, __u64 count, __u8 *lost)
 {
 	struct iovec iov;
 	__s64 total = 0;
 	int i;
 
 	if (count > MAX_IOVECS) {
-		__sync_fetch_and_add(&drops.iocbs_truncated, 1);
+		*lost |= IOCB_TRUNCATED;
 		count = MAX_IOVECS;
 	}
 	for (i = 0; i < MAX_IOVECS; i++) {
 		if (i >= count)
 			break;
 		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(iov_ptr + i * sizeof(iov)))) {
-			__sync_fetch_and_add(&drops.read_faults, 1);
+			*lost |= IOCB_FAULT;
 			break;
 		}
 		total += iov.iov_len;
@@ -1744,6 +1755,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct file_op_key);
 } direct_key SEC(".maps");
+
+/* Whether the O_DIRECT read iocbs of the io_submit thread tid is entering (its
+ * slot, filled before its iocbs are read) are counted from their bios
+ * (pagecache.bpf.h: direct_read_bio, where the bio program runs), not from
+ * their size: an io_submit of one iocb (IOCB_ALONE at its exit). */
+static __always_inline bool iocb_read_by_bios(__u32 tid)
+{
+	struct inflight *call;
+
+	if (!targ_direct_bios)
+		return false;
+	call = inflight_get(tid);
+	return call && call->kind == CALL_IO_SUBMIT && call->nr == 1;
+}
 
 /* top: a libaio O_DIRECT read of bytes by the current thread (hash rows, as account_iocb's) */
 static __always_inline void direct_read_scratch(const struct file_ref *file, __s64 bytes)
@@ -1764,14 +1789,55 @@ static __always_inline void direct_read_scratch(const struct file_ref *file, __s
 	account_page_cache(key, bytes, -1);
 }
 
-/* Account iocb i of an io_submit call; accepted says whether the kernel
- * took it (its submitted size counts) or rejected it (an error). cas: its
- * rejection's event may take an event slot. */
-static __always_inline int account_iocb_in(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_ns,
-					   __s64 submit_ret, const bool cas)
+/* account_iocb's accepted: the kernel took the iocb (else it rejected it), and
+ * it was the call's only one (its O_DIRECT read's bios are then counted by
+ * direct_read_bio, which cannot tell several iocbs' bios apart) */
+#define IOCB_ACCEPTED 1
+#define IOCB_ALONE 2
+
+/* libaio (issue 60): io_submit's iocbs are read at its entry, while the caller
+ * still owns them, and accounted at its exit, which says how many the kernel
+ * took. By the exit an accepted iocb may be complete (a buffered write, or
+ * one to tmpfs, completes inside io_submit), reaped by another thread and its
+ * iocb and iovecs reused: MySQL zeroes a slot's iocb once it completes, which
+ * read at exit was a read of fd 0 (nothing counted, no drop). One entry per
+ * (thread, iocb index), marked with its call's entry stamp; LRU, so an entry
+ * whose exit never came is evicted, never in the way. */
+#define AIO_CAPTURED 4096
+
+struct aio_captured_key {
+	__u32 tid;
+	__u32 i;
+};
+
+struct aio_captured {
+	__u64 gen;         /* the call's entry stamp (inflight.ts_ns) */
+	__u64 iocb;        /* the user iocb's address: aio_pending's key */
+	struct file *file; /* NULL: nothing to account (no storage file, unknown opcode) */
+	__u64 ino;
+	__s64 bytes;
+	__s64 offset;
+	__u32 dev;
+	__u8 op;
+	__u8 region;
+	__u8 lost;    /* IOCB_FAULT, IOCB_TRUNCATED */
+	__u8 pending; /* an aio_pending entry was made for it (requests timed) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, AIO_CAPTURED);
+	__type(key, struct aio_captured_key);
+	__type(value, struct aio_captured);
+} aio_captured SEC(".maps");
+
+/* Read iocb i of an io_submit entering now (stamp gen) into aio_captured;
+ * timed: its aio_pending entry is made now, before the kernel can complete it. */
+__noinline int capture_iocb(__u64 iocbpp, __u32 i, __u64 gen, __u32 tid, __u32 timed)
 {
+	struct aio_captured_key key = { .tid = tid, .i = i };
+	struct aio_captured c = { .gen = gen };
 	struct pending_io pending = {};
-	__u64 key;
 	struct iocb *user_iocb = NULL;
 	struct iocb cb;
 	struct file_ref file;
@@ -1780,9 +1846,10 @@ static __always_inline int account_iocb_in(__u64 iocbpp, __u32 i, __u32 accepted
 
 	if (bpf_probe_read_user(&user_iocb, sizeof(user_iocb), (void *)(iocbpp + i * 8)) ||
 	    bpf_probe_read_user(&cb, sizeof(cb), user_iocb)) {
-		__sync_fetch_and_add(&drops.read_faults, 1);
-		return 0;
+		c.lost = IOCB_FAULT;
+		goto out;
 	}
+	c.iocb = (__u64)user_iocb;
 	switch (cb.aio_lio_opcode) {
 	case IOCB_CMD_PWRITE:
 		op = MIO_WRITE;
@@ -1794,11 +1861,11 @@ static __always_inline int account_iocb_in(__u64 iocbpp, __u32 i, __u32 accepted
 		break;
 	case IOCB_CMD_PWRITEV:
 		op = MIO_WRITE;
-		bytes = accepted ? iovec_bytes(cb.aio_buf, cb.aio_nbytes) : 0;
+		bytes = iovec_bytes(cb.aio_buf, cb.aio_nbytes, &c.lost);
 		break;
 	case IOCB_CMD_PREADV:
 		op = MIO_READ;
-		bytes = accepted ? iovec_bytes(cb.aio_buf, cb.aio_nbytes) : 0;
+		bytes = iovec_bytes(cb.aio_buf, cb.aio_nbytes, &c.lost);
 		break;
 	case IOCB_CMD_FSYNC:
 		op = MIO_FSYNC;
@@ -1807,68 +1874,182 @@ static __always_inline int account_iocb_in(__u64 iocbpp, __u32 i, __u32 accepted
 		op = MIO_FDATASYNC;
 		break;
 	default:
+		goto out;
+	}
+	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_IO_SUBMIT_ENTER))
+		goto out;
+	c.file = file.file;
+	c.ino = file.ino;
+	c.dev = file.dev;
+	c.op = op;
+	c.bytes = bytes;
+	c.offset = op <= MIO_READ ? cb.aio_offset : -1;
+	c.region = op <= MIO_READ ? region_of(file.dev, file.ino, cb.aio_offset) : MIO_REGION_NONE;
+	if (timed) {
+		/* completion is read at io_getevents, matched by the iocb pointer,
+		 * for its latency and event: none for an io_submit not timed */
+		pending.ts_ns = gen;
+		pending.dev = file.dev;
+		pending.ino = file.ino;
+		pending.offset = c.offset;
+		pending.tid = tid;
+		pending.conn = conn_of(tid);
+		pending.op = op;
+		/* an O_DIRECT read: record's event of its direct read at completion, unless
+		 * its bios make it */
+		pending.direct = op == MIO_READ && bytes > 0 && file_is_direct(file.file, false) &&
+				 !iocb_read_by_bios(tid);
+		if (bpf_map_update_elem(&aio_pending, &c.iocb, &pending, BPF_ANY))
+			count_pending_full();
+		else
+			c.pending = 1;
+	}
+out:
+	bpf_map_update_elem(&aio_captured, &key, &c, BPF_ANY);
+	return 0;
+}
+
+/* io_submit(ctx, nr, iocbpp) enters: its slot stamped, its iocbs captured */
+static __always_inline int on_io_submit_enter(long nr, __u64 iocbpp, __u32 tid)
+{
+	struct inflight *call;
+	__u32 timed = requests_timed();
+	__u64 gen;
+	__u32 i;
+
+	call = begin_call(CALL_IO_SUBMIT, 0, tid);
+	if (!call)
+		return 0;
+	gen = bpf_ktime_get_ns();
+	call->sysno = NR_io_submit;
+	call->nr = nr > 0 ? nr : 0;
+	call->uptr = iocbpp;
+	for (i = 0; i < MAX_IOCBS; i++) {
+		if (i >= call->nr)
+			break;
+		capture_iocb(iocbpp, i, gen, tid, timed);
+	}
+	call->ts_ns = gen;
+	barrier();
+	call->active = 1;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_io_submit")
+int handle_enter_io_submit(void *ctx)
+{
+	__u32 tid = (__u32)target_id();
+
+	if (!tid)
+		return 0;
+	return on_io_submit_enter(TP_ARG(ctx, 1), TP_ARG(ctx, 2), tid);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(handle_sys_enter_io_submit, struct pt_regs *regs, long nr)
+{
+	struct mio_syscall_args a = {};
+	__u32 tid;
+
+	if (nr != NR_io_submit)
+		return 0;
+	tid = (__u32)target_id();
+	if (!tid)
+		return 0;
+	syscall_args_of(regs, &a);
+	return on_io_submit_enter(a.arg[1], a.arg[2], tid);
+}
+
+/* account_iocb's accepted, besides IOCB_ACCEPTED and IOCB_ALONE: an iocb after
+ * the one io_submit rejected, which the kernel never looked at */
+#define IOCB_UNSEEN 4
+
+/* Account iocb i of an io_submit call (entry stamp gen) from what its entry
+ * read: accepted, its submitted size; rejected (accepted 0: the first one
+ * io_submit refused), an error; unseen, nothing. cas: its rejection's event
+ * may take an event slot. */
+static __always_inline int account_iocb_in(__u32 tid, __u32 i, __u64 gen, __u32 accepted, __s64 submit_ret,
+					   const bool cas)
+{
+	struct aio_captured_key key = { .tid = tid, .i = i };
+	struct pending_io pending = {};
+	struct aio_captured *found;
+	struct aio_captured c;
+	struct file_ref file;
+
+	found = bpf_map_lookup_elem(&aio_captured, &key);
+	if (!found || found->gen != gen) {
+		/* made at entry, evicted before the exit (more iocbs in flight than AIO_CAPTURED) */
+		__sync_fetch_and_add(&drops.inflight_full, 1);
 		return 0;
 	}
-	if (!file_ref_of(fd_to_file(cb.aio_fildes), &file, SCRATCH_EXIT))
+	c = *found;
+	bpf_map_delete_elem(&aio_captured, &key);
+	if ((c.lost & IOCB_FAULT) && !(accepted & IOCB_UNSEEN))
+		__sync_fetch_and_add(&drops.read_faults, 1);
+	if ((c.lost & IOCB_TRUNCATED) && !(accepted & IOCB_UNSEEN))
+		__sync_fetch_and_add(&drops.iocbs_truncated, 1);
+	if (c.pending && !(accepted & IOCB_ACCEPTED))
+		/* never submitted: no completion will come */
+		bpf_map_delete_elem(&aio_pending, &c.iocb);
+	if (!c.file || (accepted & IOCB_UNSEEN))
 		return 0;
-	file.region = op <= MIO_READ ? region_of(file.dev, file.ino, cb.aio_offset) : MIO_REGION_NONE;
-	account_iocb_row(&file, op, accepted ? bytes : -1);
-	/* an O_DIRECT read: top counts it read from the device as submitted, record at its completion */
-	pending.direct = op == MIO_READ && accepted && bytes > 0 && file_is_direct(file.file, false);
-	if (pending.direct && !targ_record)
-		direct_read_scratch(&file, bytes);
-	pending.ts_ns = submit_ns;
-	pending.dev = file.dev;
-	pending.ino = file.ino;
-	pending.offset = op <= MIO_READ ? cb.aio_offset : -1;
-	pending.tid = current_tid();
-	pending.conn = conn_of(pending.tid);
-	pending.op = op;
-	if (!accepted) {
-		/* io_submit's own error is the first rejected iocb's */
-		if (targ_record)
-			EMIT(cas, &pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */,
-			     bpf_ktime_get_ns());
+	file.file = c.file;
+	file.ino = c.ino;
+	file.dev = c.dev;
+	file.region = c.region;
+	account_iocb_row(&file, c.op, (accepted & IOCB_ACCEPTED) ? c.bytes : -1);
+	if (accepted & IOCB_ACCEPTED) {
+		/* an O_DIRECT read: top counts it read from the device as submitted (an
+		 * iocb alone: from its bios, where the bio program runs), record at its
+		 * completion */
+		if (!targ_record && c.op == MIO_READ && c.bytes > 0 &&
+		    !(targ_direct_bios && (accepted & IOCB_ALONE)) && file_is_direct(c.file, false))
+			direct_read_scratch(&file, c.bytes);
 		return 0;
 	}
-	/* completion is read at io_getevents, matched by the iocb pointer, for
-	 * its latency and event: none for an io_submit not timed */
-	if (!submit_ns)
-		return 0;
-	key = (__u64)user_iocb;
-	if (bpf_map_update_elem(&aio_pending, &key, &pending, BPF_ANY))
-		count_pending_full();
+	/* io_submit's own error is the first rejected iocb's */
+	if (targ_record) {
+		pending.ts_ns = gen;
+		pending.dev = c.dev;
+		pending.ino = c.ino;
+		pending.offset = c.offset;
+		pending.tid = tid;
+		pending.conn = conn_of(tid);
+		pending.op = c.op;
+		EMIT(cas, &pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */,
+		     bpf_ktime_get_ns());
+	}
 	return 0;
 }
 
 /* the two copies, as account / account_cas: global functions, each verified once */
-__noinline int account_iocb(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_ns, __s64 submit_ret)
+__noinline int account_iocb(__u32 tid, __u32 i, __u64 gen, __u32 accepted, __s64 submit_ret)
 {
-	return account_iocb_in(iocbpp, i, accepted, submit_ns, submit_ret, false);
+	return account_iocb_in(tid, i, gen, accepted, submit_ret, false);
 }
 
-__noinline int account_iocb_cas(__u64 iocbpp, __u32 i, __u32 accepted, __u64 submit_ns, __s64 submit_ret)
+__noinline int account_iocb_cas(__u32 tid, __u32 i, __u64 gen, __u32 accepted, __s64 submit_ret)
 {
-	return account_iocb_in(iocbpp, i, accepted, submit_ns, submit_ret, true);
+	return account_iocb_in(tid, i, gen, accepted, submit_ret, true);
 }
 
 #define ACCOUNT_IOCB(cas, ...) ((cas) ? account_iocb_cas(__VA_ARGS__) : account_iocb(__VA_ARGS__))
 
+/* io_submit returns ret: its iocbs as its entry read them (call: its slot,
+ * stamped by on_io_submit_enter) */
 static __always_inline void account_io_submit(struct inflight *call, long ret, const bool cas)
 {
 	__u32 accepted = ret > 0 ? ret : 0;
+	__u32 alone = call->nr == 1 ? IOCB_ALONE : 0;
 	__u32 i;
 
 	for (i = 0; i < MAX_IOCBS; i++) {
 		if (i >= call->nr)
-			return;
-		if (i < accepted) {
-			ACCOUNT_IOCB(cas, call->uptr, i, true, call->ts_ns, ret);
-			continue;
-		}
+			break;
 		/* io_submit stops at the first iocb it rejects */
-		ACCOUNT_IOCB(cas, call->uptr, i, false, call->ts_ns, ret);
-		return;
+		ACCOUNT_IOCB(cas, call->tid, i, call->ts_ns,
+			     i < accepted ? IOCB_ACCEPTED | alone : i == accepted ? 0 : IOCB_UNSEEN, ret);
 	}
 	if (call->nr > MAX_IOCBS && accepted > MAX_IOCBS)
 		__sync_fetch_and_add(&drops.iocbs_truncated, accepted - MAX_IOCBS);
@@ -2079,8 +2260,10 @@ static __always_inline int account_call(struct inflight *call, long ret, const b
 	 * what making one does once per file and thread (the file's name, the
 	 * server's claim on its pages, the thread's name), done when the file
 	 * became the thread's last one. Measured in issue 19 (tools/ab_objects.py).
-	 * An O_DIRECT read's direct-read event is made there too (account_in). */
-	if (!(targ_record && same && !(call->op == MIO_READ && ret > 0 && file_is_direct(file.file, cast))))
+	 * An O_DIRECT read's direct-read event is made there too (account_in), unless its
+	 * bios make it (direct_read_bio). */
+	if (!(targ_record && same &&
+	      !(call->op == MIO_READ && ret > 0 && !targ_direct_bios && file_is_direct(file.file, cast))))
 		ACCOUNT(cas, &file, call->op, MIO_API_SYSCALL, ret, call->tid);
 	/* not timed: record still emits it, its latency unknown */
 	if (!ts_ns && !targ_record)
@@ -2159,8 +2342,8 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 
 	a.nr = SYSCALL_NR(regs);
 	/* io_getevents has nothing to complete untimed (untimed io_submit keeps
-	 * no pending iocb); io_submit and msync (whose enter program found its
-	 * file) use the slot */
+	 * no pending iocb); io_submit and msync (whose enter programs read their
+	 * iocbs, found their file) use the slot */
 	if (!timing && a.nr != NR_msync && a.nr != NR_io_submit)
 		return a.nr == NR_io_getevents || a.nr == NR_io_pgetevents
 			       ? 0
@@ -2174,6 +2357,13 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	/* a stamp left by an exit never seen is another syscall's: not this one's */
 	timed = call->active && call->sysno == a.nr;
 	call->active = 0;
+	if (a.nr == NR_io_submit) {
+		/* its iocbs were read at its entry (on_io_submit_enter, always
+		 * attached): none to account for a call already in flight at attach */
+		if (timed && call->kind == CALL_IO_SUBMIT)
+			account_io_submit(call, ret, cas);
+		return 0;
+	}
 	if (a.nr == NR_msync)
 		/* its file was found at entry: without that, nothing to account.
 		 * Its entry is always seen, but untimed (top without --latency)
@@ -2184,13 +2374,6 @@ static __always_inline int on_sys_exit_regs(long ret, const bool cas, struct pt_
 	if (!timed)
 		call->ts_ns = 0;
 	syscall_args_of(regs, &a);
-	if (a.nr == NR_io_submit) {
-		call->kind = CALL_IO_SUBMIT;
-		call->nr = a.arg[1];
-		call->uptr = a.arg[2];
-		account_io_submit(call, ret, cas);
-		return 0;
-	}
 	if (a.nr == NR_io_getevents || a.nr == NR_io_pgetevents) {
 		/* only a timed call's completions can have a pending submission
 		 * (untimed io_submit keeps none) */

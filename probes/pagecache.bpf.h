@@ -15,7 +15,9 @@
  * or by the kernel flusher, whose reason writeback:writeback_start gives.
  *
  * Reads: a read bio of a server file's pages is a MIO_DISK_READ row, or
- * MIO_READAHEAD when the kernel's readahead queued it (REQ_RAHEAD).
+ * MIO_READAHEAD when the kernel's readahead queued it (REQ_RAHEAD). An O_DIRECT
+ * read's bios carry the reader's pages, which name no file: the file is the
+ * one the read the thread is in names (direct_read_bio), a MIO_DIRECT_READ row.
  *
  * Devices: the bios' bytes split by owner (server files, server direct I/O,
  * filesystem, other), cumulative: userspace takes deltas. What each device
@@ -687,6 +689,157 @@ static __always_inline void bio_page_file(struct bio *bio, struct page_file *f, 
 		f->offset = (__s64)page->__folio_index * PAGE_BYTES;
 }
 
+/* ---- O_DIRECT reads ---- */
+
+/* In the body of the syscall the registers entered with, not in the work the
+ * kernel runs after its exit on the way back to userspace (task work: io_uring
+ * can queue a read there): x86-64's entry puts -ENOSYS in ax, which the
+ * syscall's return value replaces; arm64 keeps x0, the first argument, until
+ * then (a read that returned as many bytes as its fd number cannot be told).
+ * PT_REGS_RC's own expansion, not the macro: tests/fixtures/past_record.bpf.c
+ * redefines PT_REGS_RC for the exit programs, with their ctx. */
+#define REGS_RC(regs) (__PT_REGS_CAST(regs)->__PT_RC_REG)
+#if defined(__TARGET_ARCH_x86)
+#define IN_SYSCALL_BODY(regs) (REGS_RC(regs) == (unsigned long)-38 /* -ENOSYS */)
+#else
+#define IN_SYSCALL_BODY(regs) (REGS_RC(regs) == PT_REGS_PARM1_SYSCALL(regs))
+#endif
+
+/* The read the current thread of the server is in, whose O_DIRECT read bio is
+ * queued now: a read syscall's fd and offset argument (or at_pos), or an
+ * io_submit of one iocb (uptr, its iocb pointer array). An io_submit of
+ * several iocbs, an io_uring submission (io_uring_enter, its worker threads)
+ * are none: their direct reads are counted from what they return. */
+struct direct_call {
+	__u64 uptr;
+	__s64 offset;
+	__u32 fd;
+	__u8 at_pos;
+	__u8 iocb;
+};
+
+static __always_inline bool direct_read_call(struct direct_call *dc, const bool cast)
+{
+	struct mio_syscall_args a = {};
+	struct task_struct *task;
+	struct inflight *call;
+	struct pt_regs *regs;
+
+	if (targ_args_at_exit) {
+		/* from the registers the thread entered with (an io_uring worker's
+		 * are zeroed: never entered from userspace) */
+		if (task_flags() & PF_IO_WORKER)
+			return false;
+		task = bpf_get_current_task_btf();
+		regs = entry_regs(task, cast);
+		if (!regs || !IN_SYSCALL_BODY(regs))
+			return false;
+		a.nr = SYSCALL_NR(regs);
+		syscall_args_of(regs, &a);
+		if (a.nr == NR_io_submit) {
+			dc->iocb = 1;
+			dc->uptr = a.arg[2];
+			return a.arg[1] == 1;
+		}
+		if (syscall_op(a.nr) != MIO_READ)
+			return false;
+		dc->fd = a.arg[0];
+		dc->offset = syscall_offset_arg(&a, &dc->at_pos);
+		return true;
+	}
+	/* before 5.15 the enter programs are always attached: the call's slot,
+	 * active from its entry to its exit */
+	call = inflight_get(current_tid());
+	if (!call || !call->active)
+		return false;
+	if (call->kind == CALL_IO_SUBMIT) {
+		dc->iocb = 1;
+		dc->uptr = call->uptr;
+		return call->nr == 1;
+	}
+	if (call->kind != CALL_FD || call->op != MIO_READ)
+		return false;
+	dc->fd = call->fd;
+	dc->offset = call->offset;
+	dc->at_pos = call->at_pos;
+	return true;
+}
+
+/* A read bio of the traced server whose pages name no file (its own buffer:
+ * O_DIRECT), of bytes, queued to partition part_dev: its bytes are a direct
+ * read of the file the read the thread is in names (direct_read_call), if it
+ * is open O_DIRECT. A read of unwritten extents or holes queues no bio: the
+ * zeros it returns count nothing. Each bio counts once: its copies queued
+ * below the file's own device (device-mapper, md, a loop device's reads of its
+ * backing file) are not (the buffered reads' rule, on_bio), nor the parts a
+ * split makes (block_bio_queue sees the bio before it is split). */
+static __always_inline int direct_read_bio_in(__u32 bytes, __u32 part_dev, const bool cas, const bool cast)
+{
+	struct direct_call dc = {};
+	struct file_op_key key = {};
+	struct file_ref file;
+	struct iocb *user_iocb = NULL;
+	struct iocb cb;
+	struct file *f;
+	__u8 api = MIO_API_SYSCALL;
+
+	if (!targ_direct_bios || !direct_read_call(&dc, cast))
+		return 0;
+	if (dc.iocb) {
+		if (bpf_probe_read_user(&user_iocb, sizeof(user_iocb), (void *)dc.uptr) ||
+		    bpf_probe_read_user(&cb, sizeof(cb), user_iocb)) {
+			__sync_fetch_and_add(&drops.read_faults, 1);
+			return 0;
+		}
+		if (cb.aio_lio_opcode != IOCB_CMD_PREAD && cb.aio_lio_opcode != IOCB_CMD_PREADV)
+			return 0;
+		dc.fd = cb.aio_fildes;
+		dc.offset = cb.aio_offset;
+		api = MIO_API_LIBAIO;
+	}
+	f = fd_file(dc.fd, cast);
+	if (!file_is_direct(f, cast))
+		return 0;
+	if (cast ? !file_ref_cast(f, &file, NULL) : !file_ref_of(f, &file, SCRATCH_BIO))
+		return 0;
+	if (file.dev != part_dev && (file.dev >> 20))
+		return 0;
+	/* at the file position: not moved yet, the read's first byte */
+	if (dc.at_pos)
+		dc.offset = cast ? file_btf(f)->f_pos : BPF_CORE_READ(f, f_pos);
+	key.ino = file.ino;
+	key.dev = file.dev;
+	key.tid = current_tid();
+	key.conn = conn_of(key.tid);
+	key.op = MIO_DIRECT_READ;
+	key.api = api;
+	key.region = region_of(file.dev, file.ino, dc.offset);
+	ACCOUNT_PAGE_CACHE(cas, &key, bytes, -1);
+	return 0;
+}
+
+/* its copies, as account / account_cas (a program of a kernel without BPF
+ * compare-and-swap, or without bpf_rdonly_cast, must not hold the instruction
+ * at all); functions of their own: their stack is not on_bio's */
+static __noinline int direct_read_bio(__u32 bytes, __u32 part_dev)
+{
+	return direct_read_bio_in(bytes, part_dev, false, false);
+}
+
+static __noinline int direct_read_bio_cas(__u32 bytes, __u32 part_dev)
+{
+	return direct_read_bio_in(bytes, part_dev, true, false);
+}
+
+static __noinline int direct_read_bio_cast(__u32 bytes, __u32 part_dev)
+{
+	return direct_read_bio_in(bytes, part_dev, true, true);
+}
+
+#define DIRECT_READ_BIO(cas, cast, ...)                                                                  \
+	((cast) ? direct_read_bio_cast(__VA_ARGS__)                                                      \
+		: (cas) ? direct_read_bio_cas(__VA_ARGS__) : direct_read_bio(__VA_ARGS__))
+
 /* `bio` is the tracepoint's BTF pointer: its fields, its device's and its
  * disk's are plain loads (each BPF_CORE_READ level is a helper call, ~25 ns;
  * the bio hook runs for every bio of every device: issue 19). */
@@ -734,6 +887,11 @@ static __always_inline int on_bio(struct bio *bio, const bool cas, const bool ca
 		owner = task_flags() & PF_KTHREAD ? MIO_OWNER_FS : MIO_OWNER_OTHER;
 	}
 	add_dev(dev, dir, owner, bytes, cas);
+	if (owner == MIO_OWNER_SERVER_DIRECT) {
+		if (dir == MIO_DIR_READ)
+			DIRECT_READ_BIO(cas, cast, bytes, part_dev);
+		return 0;
+	}
 
 	/* A file's writeback is the bio to its filesystem's own device. The same pages
 	 * queued again below it (a loop device's backing file with direct I/O, a

@@ -32,6 +32,7 @@ SLOW_MODULES = frozenset(
         "test_bench_smoke",
         "test_dist",
         "test_docker_podman",
+        "test_startup_reads",
     }
 )
 SLOW_UNIT_TESTS = frozenset(

@@ -3,15 +3,19 @@ truth on a real block device (an ext4 on a loop device; never tmpfs, which has n
 
 iogen's coldread scenario writes and fsyncs a file, drops its pages, reads it whole cold
 (buffered, sequential) and again warm; reads a second file with O_DIRECT (pread, then libaio,
-then io_uring); and reads a third one, dropped too, a page at a time at scattered offsets.
+then io_uring); reads a third one, dropped too, a page at a time at scattered offsets; and
+reads with O_DIRECT (pread, then libaio one iocb a call) a preallocated file (fallocate:
+unwritten extents) with a written range and a hole, of which only the written range comes
+from the disk, once per read: the zeros are read from no disk.
 top must give per file exactly the bytes read from the device for it (the cold read: the
-file's size; the warm one: nothing; O_DIRECT: every byte its reads returned, also counted as
+file's size; the warm one: nothing; O_DIRECT: the bytes of its reads' bios, also counted as
 direct; the scattered reads: the pages the file has cached after them, which the readahead
 decides and iogen measures), the readahead's part no more than that, the page-cache hits
 (mysqlio.cache_hits: the warm read's bytes; none for O_DIRECT), and the process's disk reads
 (its files' sums) must equal the kernel's own /proc/PID/io read_bytes over iogen's reads.
 The same through `mysqlio record` and `mysqlio report`. With `--no-page-cache` (top, and
-record + report) no hit is derived (null), the rest stays exact.
+record + report) no hit is derived (null), the rest stays exact, but an O_DIRECT read
+counts what it returned (no bio program), the preallocated file's zeros included.
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ def test_coldread_disk_reads_exact(iogen: Path, disk: LoopDisk, monkeypatch: pyt
     assert_exact(run, disk.mount)  # writes, writeback and each file's disk_read_bytes
     files = {Path(f["path"]).name: f for f in run.expected["files"]}
     cold, direct, scattered = files["coldread.dat"], files["coldread_direct.dat"], files["coldread_random.dat"]
+    unwritten = files["coldread_unwritten.dat"]
     traced = run.traced.under(str(disk.mount))
     got_cold, got_direct, got_scattered = (traced[f["path"]] for f in (cold, direct, scattered))
     # read twice, from the disk once (iogen saw it uncached before, cached after): the warm
@@ -102,9 +107,14 @@ def test_coldread_disk_reads_exact(iogen: Path, disk: LoopDisk, monkeypatch: pyt
     assert got_direct["direct_read_bytes"] == direct["direct_read_bytes"] == direct["disk_read_bytes"] > 0
     assert got_direct["readahead_bytes"] == 0
     assert hit_bytes(got_direct["read_bytes"], got_direct["disk_read_bytes"]) == 0
+    # O_DIRECT reads of unwritten extents and a hole (pread, libaio one iocb a call): their
+    # zeros read nothing from the disk, the written pages between them are read each time
+    got_unwritten = traced[unwritten["path"]]
+    assert got_unwritten["direct_read_bytes"] == got_unwritten["disk_read_bytes"] == unwritten["direct_read_bytes"] > 0
+    assert got_unwritten["read_bytes"] == unwritten["read_bytes"] > 4 * unwritten["direct_read_bytes"]
     # ... and outside the page cache: on the device line, the server's direct I/O
     read_by = _device_read_by(run.intervals, disk.name)
-    assert read_by["server_direct"] == direct["direct_read_bytes"], read_by
+    assert read_by["server_direct"] == direct["direct_read_bytes"] + unwritten["direct_read_bytes"], read_by
     # scattered cold pages: what the disk gave is what the file has cached (assert_exact);
     # what was asked came from the disk or was a hit
     scattered_hits = hit_bytes(got_scattered["read_bytes"], got_scattered["disk_read_bytes"])
@@ -116,7 +126,7 @@ def test_coldread_disk_reads_exact(iogen: Path, disk: LoopDisk, monkeypatch: pyt
             assert f["cache_hit_bytes"] == hit_bytes(f["read_bytes"], f["disk_read_bytes"]), f["path"]
     # who read: iogen's own thread (single-threaded: tid = pid), every byte
     pid = run.expected["pid"]
-    for f in (cold, direct, scattered):
+    for f in (cold, direct, scattered, unwritten):
         assert _thread_disk_reads(run.intervals, f["path"], pid) == f["disk_read_bytes"], f["path"]
     # the process's disk reads, as the kernel counts them for it: the sum of its files'
     process_reads = sum(_thread_disk_reads(run.intervals, p, pid) for p in traced)
@@ -125,7 +135,8 @@ def test_coldread_disk_reads_exact(iogen: Path, disk: LoopDisk, monkeypatch: pyt
         f"coldread: {cold['disk_read_bytes']} B cold from disk ({got_cold['readahead_bytes']} B readahead), "
         f"warm 0; O_DIRECT {direct['direct_read_bytes']} B; scattered {scattered['read_bytes']} B asked, "
         f"{scattered['disk_read_bytes']} B from disk ({got_scattered['readahead_bytes']} B readahead), "
-        f"{scattered_hits} B hits; /proc/PID/io read_bytes {run.expected['proc_io_read_bytes']}"
+        f"{scattered_hits} B hits; O_DIRECT of unwritten extents: {unwritten['read_bytes']} B read, "
+        f"{got_unwritten['direct_read_bytes']} B from disk; /proc/PID/io read_bytes {run.expected['proc_io_read_bytes']}"
     )
 
 
@@ -163,6 +174,13 @@ def test_coldread_recorded_exact(iogen: Path, disk: LoopDisk, tmp_path: Path) ->
     assert cold[end - 9 : end].strip() == human_bytes(want_cold["disk_read_bytes"]), lines
 
 
+def _returned_direct(want: dict[str, Any]) -> int:
+    """Without the bio program (--no-page-cache) an O_DIRECT read counts the bytes it returned,
+    zeros of unwritten extents and holes included: a coldread file read with O_DIRECT is read
+    only so, whole."""
+    return int(want["read_bytes"]) if want["direct_read_bytes"] else 0
+
+
 def test_no_hit_without_the_disk_reads(iogen: Path, disk: LoopDisk) -> None:
     """`top --no-page-cache`: buffered reads' disk bytes are not counted (O_DIRECT reads still
     are), so a page-cache hit cannot be told from a disk read: cache_hit_bytes is null for
@@ -197,7 +215,7 @@ def test_no_hit_without_the_disk_reads(iogen: Path, disk: LoopDisk) -> None:
     for want in expected["files"]:  # what is counted stays exact: the requests, O_DIRECT's bytes
         got = traced.totals[want["path"]]
         assert {c: got[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
-        assert got["direct_read_bytes"] == want["direct_read_bytes"], want["path"]
+        assert got["direct_read_bytes"] == _returned_direct(want), want["path"]
 
 
 def test_no_hit_recorded_without_the_disk_reads(iogen: Path, disk: LoopDisk, tmp_path: Path) -> None:
@@ -220,7 +238,7 @@ def test_no_hit_recorded_without_the_disk_reads(iogen: Path, disk: LoopDisk, tmp
     for want in expected["files"]:
         g = got[want["path"]]
         assert {c: g[c] for c in COUNTERS} == {c: want[c] for c in COUNTERS}, want["path"]
-        assert g["direct_read_bytes"] == want["direct_read_bytes"], want["path"]
+        assert g["direct_read_bytes"] == _returned_direct(want), want["path"]
     assert sum(g["direct_read_bytes"] for g in got.values()) > 0
     text = subprocess.run(
         [sys.executable, "-m", "mysqlio", "report", str(trace)], capture_output=True, text=True, timeout=120, check=True

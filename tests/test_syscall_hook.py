@@ -139,10 +139,15 @@ def test_choose_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # every enter has its exit; no syscall is attached twice
     enters = [e for _, e in syscall_hook.attachments() if e.startswith("sys_enter_")]
     exits = [e for _, e in syscall_hook.attachments() if e.startswith("sys_exit_")]
-    # msync's enter programs name their tracepoint themselves (bpf_probe picks the kernel's)
-    assert len(set(enters)) == len(enters) == len(exits) - 1 == len(syscall_hook.traced_syscalls()) - 1
-    assert "sys_exit_msync" in exits and "sys_enter_msync" not in enters
-    assert {e.removeprefix("sys_enter_") for e in enters} | {"msync"} == {e.removeprefix("sys_exit_") for e in exits}
+    # msync's and io_submit's enter programs name their tracepoint themselves (bpf_probe
+    # picks the kernel's and the hook's)
+    own = len(syscall_hook.OWN_ENTERS)
+    assert len(set(enters)) == len(enters) == len(exits) - own == len(syscall_hook.traced_syscalls()) - own
+    for syscall in ("msync", "io_submit"):
+        assert f"sys_exit_{syscall}" in exits and f"sys_enter_{syscall}" not in enters
+    assert {e.removeprefix("sys_enter_") for e in enters} | {"msync", "io_submit"} == {
+        e.removeprefix("sys_exit_") for e in exits
+    }
 
 
 def test_mounts_where_libbpf_looks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -242,11 +247,11 @@ def assert_hook_programs(types: list[int], hook: str) -> None:
     # writeback start and end, bio queued)
     tracing = 2 + len(PAGE_CACHE_PROGRAMS) - 2
     if hook == "tracepoints":
-        # enter programs for 1, 3 and 4 arguments, msync's, and one exit
-        assert types.count(BPF_PROG_TYPE_TRACEPOINT) == 5 and types.count(BPF_PROG_TYPE_TRACING) == tracing, types
+        # enter programs for 1, 3 and 4 arguments, msync's, io_submit's, and one exit
+        assert types.count(BPF_PROG_TYPE_TRACEPOINT) == 6 and types.count(BPF_PROG_TYPE_TRACING) == tracing, types
     else:
-        # sys_enter, sys_exit and msync's on sys_enter
-        assert types.count(BPF_PROG_TYPE_TRACEPOINT) == 0 and types.count(BPF_PROG_TYPE_TRACING) == tracing + 3, types
+        # sys_enter, sys_exit, and msync's and io_submit's on sys_enter
+        assert types.count(BPF_PROG_TYPE_TRACEPOINT) == 0 and types.count(BPF_PROG_TYPE_TRACING) == tracing + 4, types
 
 
 def start_top_in_ns(

@@ -301,8 +301,10 @@ class Tracer:
         if self.hook == "tracepoints":
             ensure_tracefs()
             syscall_hook.attach(self._floor, enter="floor_enter", exit="floor_exit", entries=not self.exits_only)
-            if self.exits_only:  # untimed top's hooks: the exits, and msync's enter (it reads the address there)
-                self._floor.attach_tracepoint("floor_enter", "syscalls", f"sys_enter_{syscall_hook.MSYNC}")
+            # and, timed or not, the enters mysqlio always has: msync's (it reads the address
+            # there) and io_submit's (its iocbs)
+            for syscall in syscall_hook.OWN_ENTERS:
+                self._floor.attach_tracepoint("floor_enter", "syscalls", f"sys_enter_{syscall}")
 
     def prog_ids(self) -> set[int]:
         if self.name == "floor":

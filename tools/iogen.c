@@ -25,6 +25,9 @@
  * coldread (on request): reads from the disk and from the page cache, per file;
  * see sc_coldread.
  *
+ * aio_reuse (on request): libaio iocbs and iovecs zeroed by the process before
+ * io_submit returns; see sc_aio_reuse.
+ *
  * pc_existing (pc_fsync on an existing file opened O_TRUNC) and read_existing
  * (an existing file read whole) need the caller to have put their file in
  * --dir: on overlayfs, a lower layer's file, copied up for pc_existing. On
@@ -505,6 +508,69 @@ static void sc_aio(void)
 	expect(ferr, OP_WRITE, ret);
 
 	close_fds((int[]){ efd, fds[0], fds[1] }, 3);
+	ret = io_destroy(ctx);
+	if (ret < 0)
+		die_err("io_destroy", -ret);
+}
+
+/*
+ * aio_reuse (issue 60): iocbs the process reuses before io_submit returns. The kernel
+ * copies an iocb and its iovecs when it takes them; once a request completes, its
+ * iocb is the process's again, and MySQL zeroes it as soon as another thread reaps the
+ * completion, which on tmpfs or a fast device happens while io_submit is still
+ * returning. Made deterministic in one call: its last two iocbs are buffered reads of
+ * zeros (done inside io_submit) over the first two iocbs and over the second's iovecs,
+ * which the kernel has taken by then. What was submitted counts, whatever the iocbs
+ * hold afterwards.
+ */
+static void sc_aio_reuse(void)
+{
+	static struct iocb cbs[4];
+	static struct iovec iov[2];
+	static const char zeros[sizeof(cbs)];
+	static const long want[] = { 8192, 12288, 2 * sizeof(struct iocb), sizeof(iov) };
+	struct iocb *cbp[4] = { &cbs[0], &cbs[1], &cbs[2], &cbs[3] };
+	struct io_event ev[4];
+	struct file *fw, *fz;
+	io_context_t ctx = 0;
+	int i, ret, got = 0, fdw, fdz;
+
+	ret = io_setup(MAX_BATCH, &ctx);
+	if (ret < 0)
+		die_err("io_setup", -ret);
+	fdw = open_file(&fw, "aio_reuse.dat", O_RDWR | O_TRUNC | O_DIRECT);
+	fdz = open_file(&fz, "aio_reuse_zeros.dat", O_RDWR | O_TRUNC);
+	ok(fz, OP_WRITE, pwrite(fdz, zeros, sizeof(zeros), 0), "pwrite");
+	io_prep_pwrite(&cbs[0], fdw, buf, want[0], 0);
+	iov[0] = (struct iovec){ buf, 4096 };
+	iov[1] = (struct iovec){ buf + 4096, 8192 };
+	io_prep_pwritev(&cbs[1], fdw, iov, 2, 8192);
+	io_prep_pread(&cbs[2], fdz, cbs, want[2], 0);
+	io_prep_pread(&cbs[3], fdz, iov, want[3], 0);
+	ret = io_submit(ctx, 4, cbp);
+	if (ret != 4)
+		fail("io_submit of 4 iocbs returned %d", ret);
+	expect(fw, OP_WRITE, want[0]);
+	expect(fw, OP_WRITE, want[1]);
+	expect(fz, OP_READ, want[2]);
+	expect(fz, OP_READ, want[3]);
+	if (cbs[0].aio_fildes || cbs[1].aio_fildes || iov[1].iov_len)
+		fail("the iocbs were not zeroed inside io_submit: the scenario tests nothing");
+	while (got < 4) {
+		ret = io_getevents(ctx, 1, 4 - got, ev + got, NULL);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			die_err("io_getevents", -ret);
+		got += ret;
+	}
+	for (i = 0; i < 4; i++) {
+		long res = (long)ev[i].res, j = (struct iocb *)ev[i].obj - cbs;
+
+		if (j < 0 || j > 3 || res != want[j])
+			fail("aio completion res %ld of iocb %ld", res, j);
+	}
+	close_fds((int[]){ fdw, fdz }, 2);
 	ret = io_destroy(ctx);
 	if (ret < 0)
 		die_err("io_destroy", -ret);
@@ -1173,7 +1239,7 @@ static void sc_read_existing(void)
  * (RANDOM_PAGES, dropped as coldread.dat) read with RANDOM_READS page-sized preads at
  * scattered pages: what the disk gave it depends on the readahead, so it is measured:
  * the pages mincore(2) finds cached after (none before). coldread_fresh.dat: see
- * fresh_file. "disk_read_bytes" is every byte
+ * fresh_file; coldread_unwritten.dat: see unwritten_file. "disk_read_bytes" is every byte
  * read from the disk for the file (its page cache's reads and its O_DIRECT reads);
  * "direct_read_bytes" what O_DIRECT reads read; "proc_io_read_bytes" the kernel's own
  * /proc/self/io read_bytes over the reads (bios this process submitted). Where cachestat(2)
@@ -1298,11 +1364,70 @@ static int fresh_file(struct file **fp)
 	return fd;
 }
 
+/*
+ * coldread_unwritten.dat: UNWRITTEN_PAGES preallocated with fallocate(2) (unwritten extents,
+ * which the filesystem returns as zeros without reading the disk: a fresh InnoDB redo log),
+ * pages [WRITTEN_AT, WRITTEN_AT + WRITTEN_PAGES) of them then written and fsynced, and
+ * HOLE_PAGES more past them by ftruncate(2) (a hole); opened again O_DIRECT. Both unwritten
+ * parts are longer than the ext4 extent zero-out threshold (32 KiB), so its write converts
+ * only the written pages. unwritten_read reads it.
+ */
+#define UNWRITTEN_PAGES	48
+#define WRITTEN_AT	16
+#define WRITTEN_PAGES	8
+#define HOLE_PAGES	8
+
+static int unwritten_file(struct file **fp)
+{
+	struct file *u;
+	int fd = pc_open(&u, "coldread_unwritten.dat");
+
+	u->rd = true;
+	if (fallocate(fd, 0, 0, (off_t)UNWRITTEN_PAGES * page_size))
+		die("fallocate");
+	pc_write_pages(u, fd, WRITTEN_AT, WRITTEN_PAGES);
+	ok(u, OP_FSYNC, fsync(fd), "fsync");
+	pc_written(u, WRITTEN_PAGES, WB_FSYNC);
+	if (ftruncate(fd, (off_t)(UNWRITTEN_PAGES + HOLE_PAGES) * page_size))
+		die("ftruncate");
+	xclose(fd);
+	fd = open(u->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	if (fd < 0)
+		die("open O_DIRECT");
+	*fp = u;
+	return fd;
+}
+
+/* coldread_unwritten.dat read whole with O_DIRECT by pread, then by libaio, one iocb per
+ * io_submit (what MariaDB's tpool and MySQL's os0file submit): from the disk, each time, its
+ * written pages only. (Not by io_uring: its direct reads count what they return.) */
+static void unwritten_read(struct file *u, int fd)
+{
+	static const struct io rd[] = { RQ(0, K_READ, 0, (UNWRITTEN_PAGES + HOLE_PAGES) * 4096 / 2),
+					RQ(0, K_READ, (UNWRITTEN_PAGES + HOLE_PAGES) * 4096 / 2,
+					   (UNWRITTEN_PAGES + HOLE_PAGES) * 4096 / 2) };
+	io_context_t ctx = 0;
+	int ret;
+
+	read_whole(u, fd, COLD_CHUNK);
+	u->direct_read_bytes = (long long)WRITTEN_PAGES * page_size;
+	if (page_size == 4096) {	/* the requests are in 4 KiB pages */
+		ret = io_setup(MAX_BATCH, &ctx);
+		if (ret < 0)
+			die_err("io_setup", -ret);
+		aio_batch(ctx, &fd, &u, &rd[0], 1);
+		aio_batch(ctx, &fd, &u, &rd[1], 1);
+		io_destroy(ctx);
+		u->direct_read_bytes += (long long)WRITTEN_PAGES * page_size;
+	}
+	u->disk_read_bytes = u->direct_read_bytes;
+}
+
 static void sc_coldread(void)
 {
-	struct file *f, *d, *r, *n;
+	struct file *f, *d, *r, *n, *u;
 	long long io0, page;
-	int fd = pc_open(&f, "coldread.dat"), dfd, rfd, nfd, i;
+	int fd = pc_open(&f, "coldread.dat"), dfd, rfd, nfd, ufd, i;
 
 	f->rd = true;
 	pc_write_pages(f, fd, 0, COLD_PAGES);
@@ -1332,6 +1457,7 @@ static void sc_coldread(void)
 	if (cached_pages(rfd, RANDOM_PAGES))
 		fail("coldread_random.dat: cached before its reads");
 	nfd = fresh_file(&n);
+	ufd = unwritten_file(&u);
 
 	io0 = proc_read_bytes();
 	read_whole(f, fd, COLD_CHUNK);
@@ -1349,7 +1475,9 @@ static void sc_coldread(void)
 	read_whole(n, nfd, COLD_CHUNK);
 	n->disk_read_bytes = (long long)COLD_PAGES * page_size;
 	cached_check(nfd, COLD_PAGES, "coldread_fresh.dat after its cold read");
+	unwritten_read(u, ufd);
 	proc_io_read = proc_read_bytes() - io0;
+	xclose(ufd);
 	xclose(nfd);
 	xclose(rfd);
 	xclose(dfd);
@@ -1663,6 +1791,7 @@ static const struct scenario {
 	{ "read_existing", sc_read_existing, true },
 	{ "coldread", sc_coldread, true },
 	{ "many", sc_many, true },
+	{ "aio_reuse", sc_aio_reuse, true },
 #undef SC
 };
 

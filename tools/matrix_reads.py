@@ -2,8 +2,10 @@
 each mode of tools/matrix_guest.py, as tests/test_coldread.py judges it on the host.
 
 iogen gives a coldread file's `disk_read_bytes` (every byte read from the disk for it) and
-`direct_read_bytes` (its O_DIRECT reads' part): those are judged with the file's other
-counters (`iogen_reads`, `exported_reads` for the exporter's per-file counters). What iogen
+`direct_read_bytes` (its O_DIRECT reads' part; for its preallocated file, the written range
+only: the zeros of its unwritten extents and hole come from no disk): those are judged with
+the file's other counters (`iogen_reads`, `exported_reads` for the exporter's per-file
+counters). What iogen
 cannot know is bounded (`read_issues`): the readahead's part of a file's disk reads within
 them, none for O_DIRECT, some for the file read cold sequentially; and the read files' disk
 reads must sum to the kernel's own /proc/PID/io read_bytes over iogen's reads.

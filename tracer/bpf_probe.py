@@ -295,7 +295,7 @@ class BpfProbe:
         unused = (
             syscall_hook.RAW_PROGRAMS
             if self.syscall_hook == "tracepoints"
-            else (*syscall_hook.ENTER_PROGRAMS, syscall_hook.EXIT_PROGRAM)
+            else (*syscall_hook.ENTER_PROGRAMS, syscall_hook.EXIT_PROGRAM, syscall_hook.IO_SUBMIT_PROGRAM)
         )
         for program in unused:
             obj.disable_program(self._program(program))
@@ -312,6 +312,8 @@ class BpfProbe:
             )
             if not chosen:
                 obj.disable_program(self._program(program))
+        # O_DIRECT disk bytes: the bios' where the bio program runs (unwritten extents read none)
+        obj.set_rodata("targ_direct_bios", ctypes.c_bool(self.page_cache))
         obj.set_rodata("targ_conns", ctypes.c_bool(self.connections))
         for program in unused_conn_programs(self.connections, self.syscall_hook == "raw", features.rdonly_cast):
             obj.disable_program(program)

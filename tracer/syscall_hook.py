@@ -48,7 +48,7 @@ HOOK_ENV = "MYSQLIO_SYSCALL_HOOK"  # force one ("raw" / "tracepoints"), for test
 # checks the context size at attach), so each program reads 1, 3 or 4.
 ENTER_PROGRAMS: dict[str, tuple[str, ...]] = {
     "handle_enter_args1": ("fsync", "fdatasync"),
-    "handle_enter_args3": ("read", "write", "readv", "writev", "io_submit"),
+    "handle_enter_args3": ("read", "write", "readv", "writev"),
     "handle_enter_args4": (
         "pread64",
         "pwrite64",
@@ -64,8 +64,16 @@ ENTER_PROGRAMS: dict[str, tuple[str, ...]] = {
 # msync names an address, not an fd: its enter programs (bpf_probe chooses the
 # kernel's variant) name their tracepoint themselves; its exit is the common one
 MSYNC = "msync"
+# io_submit's iocbs are read at its entry, before the kernel may complete them and
+# the caller reuse them (issue 60): its enter programs name their tracepoint too
+# and, like msync's, are always attached
+IO_SUBMIT = "io_submit"
+OWN_ENTERS = (MSYNC, IO_SUBMIT)
 EXIT_PROGRAM = "handle_exit"
-RAW_PROGRAMS = ("handle_sys_enter", "handle_sys_exit")
+# io_submit's enter programs, the per-syscall hook's and the raw pair's
+IO_SUBMIT_PROGRAM, IO_SUBMIT_RAW_PROGRAM = "handle_enter_io_submit", "handle_sys_enter_io_submit"
+# the raw pair's programs (the first, sys_enter, is attached only while requests are timed)
+RAW_PROGRAMS = ("handle_sys_enter", "handle_sys_exit", IO_SUBMIT_RAW_PROGRAM)
 
 DEBUGFS_TRACING = "/sys/kernel/debug/tracing"
 TRACEFS = "/sys/kernel/tracing"
@@ -78,7 +86,7 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8  # as systemd mounts tracefs
 
 
 def traced_syscalls() -> list[str]:
-    return [name for names in ENTER_PROGRAMS.values() for name in names] + [MSYNC]
+    return [name for names in ENTER_PROGRAMS.values() for name in names] + list(OWN_ENTERS)
 
 
 def attachments(entries: bool = True, exits: bool = True) -> Iterator[tuple[str, str]]:

@@ -7,7 +7,8 @@ rows of probes that drain no array (SystemTap)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from .abi import Api, By, Op, Region
 from .classify import Classifier
 from .events import API_NAMES
 from .ibdata_regions import region_name
-from .model import COUNTER_FIELDS, Counts, FileActivity, ThreadActivity, _busiest, aggregate
+from .model import COUNTER_FIELDS, Counts, FileActivity, ThreadActivity, aggregate
 from .probe import FileIdentity, LatencyRow, OpCount, dev_from_kernel
 from .resolve import FileResolver, ResolvedPath
 
@@ -130,9 +131,9 @@ class Memo:
 
     def __init__(self) -> None:
         self.files: dict[tuple[int, int], FileIdentity] = {}
-        # by (id(resolved), region, fold_partitions): (that resolved, its path as shown, kind,
-        # table, region name)
-        self.names: dict[tuple[int, int, bool], tuple[ResolvedPath, str, str, str | None, str]] = {}
+        # by (id(resolved), region, fold_partitions): (that resolved, a FileActivity's keywords
+        # from `path` to `region`: its path as shown, kind, table, deleted, region name)
+        self.names: dict[tuple[int, int, bool], tuple[ResolvedPath, dict[str, Any]]] = {}
 
     def file(self, kdev: int, ino: int) -> FileIdentity:
         file = self.files.get((kdev, ino))
@@ -168,10 +169,13 @@ def fold(
     files = [memo.file(d, i) for d, i in zip(dev[first].tolist(), ino[first].tolist(), strict=True)]
     # a file on overlayfs: its page-cache rows (upper inode) joined to its requests' (overlay inode)
     joined = resolver.join_overlays(files)
-    files = [joined.get(f, f) for f in files]
     index: dict[FileIdentity, int] = {}
-    file_of = np.array([index.setdefault(f, len(index)) for f in files], np.int64)[kernel_file]
-    distinct = list(index)
+    if joined:
+        files = [joined.get(f, f) for f in files]
+        file_of = np.array([index.setdefault(f, len(index)) for f in files], np.int64)[kernel_file]
+        distinct = list(index)
+    else:  # distinct (dev, ino): distinct files already (`index` made below if latencies ask)
+        file_of, distinct = kernel_file, files
     region = np.zeros(len(table), np.int64) if fold_regions else table["region"].astype(np.int64)
     kind = table["op"].astype(np.int64) * _N_BY + table["by"].astype(np.int64)
     amounts = [table[c].astype(np.int64) for c in _COUNTS]
@@ -182,51 +186,98 @@ def fold(
     # by (the file's index in `distinct`, its region): ints hash faster than FileIdentity
     by_file: dict[tuple[int, int], FileActivity] = {}
 
-    def activity_of(f: int, at: int = Region.NONE) -> FileActivity:
+    def activity_of(f: int, at: int = Region.NONE, counted: list[Any] | None = None) -> FileActivity:
         activity = by_file.get((f, at))
-        if activity is None:
-            file = distinct[f]
-            resolved = resolver.resolve(file)
-            known = memo.names.get((id(resolved), at, fold_partitions))
-            if known is None or known[0] is not resolved:  # (the id of an object held there is its own)
-                known = memo.names[(id(resolved), at, fold_partitions)] = (
-                    resolved,
-                    resolver.shown(resolved.path),  # classified by its path here, as the layout's
-                    classifier.kind(resolved.path),
-                    classifier.table(resolved.path, fold_partitions),
-                    region_name(at),
-                )
-            _, shown, file_kind, file_table, region_label = known
-            activity = by_file[(f, at)] = FileActivity(
-                file=file, path=shown, kind=file_kind, table=file_table, deleted=resolved.deleted, region=region_label
+        if activity is not None:
+            return activity
+        file = distinct[f]
+        resolved = resolver.resolve(file)
+        known = memo.names.get((id(resolved), at, fold_partitions))
+        if known is None or known[0] is not resolved:  # (the id of an object held there is its own)
+            known = memo.names[(id(resolved), at, fold_partitions)] = (
+                resolved,
+                {
+                    "path": resolver.shown(resolved.path),  # classified by its path here, as the layout's
+                    "kind": classifier.kind(resolved.path),
+                    "table": classifier.table(resolved.path, fold_partitions),
+                    "deleted": resolved.deleted,
+                    "region": region_name(at),
+                },
             )
+        # the counters positional, in one call (issue 60): keywords, then the counters written
+        # into the object, cost ~1.4 us more an object; a __dict__ made whole and set was no
+        # faster and ~600 bytes bigger (a dict of its own, not sharing the class's keys)
+        activity = by_file[(f, at)] = FileActivity(
+            *(counted if counted is not None else _counted((_NONE, None), set())), file=file, **known[1]
+        )
         return activity
 
-    activities = []
-    sums, apis = _sums(amounts, kind, in_file, len(first)), _apis(named, api, in_file, len(first))
+    n_files = len(first)
+    sums, apis = _sums(amounts, kind, in_file, n_files), _apis(named, api, in_file, n_files)
     # (the sums as lists at once: a tolist() a file cost more)
-    for f, r, counted, used in zip(file_of[first].tolist(), region[first].tolist(), sums.tolist(), apis, strict=True):
-        activity = activity_of(f, r)
-        _with_counts(activity, counted).apis = used
-        activities.append(activity)
+    activities = [
+        activity_of(f, r, _counted(counted, used))
+        for f, r, counted, used in zip(file_of[first].tolist(), region[first].tolist(), _rows(sums), apis, strict=True)
+    ]
+    busiest = [sums[:, _WRITE], sums[:, _READ], sums[:, _SYNCS].sum(axis=1)]
 
     tid, conn = table["tid"].astype(np.int64), table["conn"].astype(np.uint64)
     first, in_thread = _groups(in_file, tid, conn.view(np.int64))
     sums, apis = _sums(amounts, kind, in_thread, len(first)), _apis(named, api, in_thread, len(first))
+    names: dict[int, str] = {}  # one name asked a thread
     for g, who, on, counted, used in zip(
-        in_file[first].tolist(), tid[first].tolist(), conn[first].tolist(), sums.tolist(), apis, strict=True
+        in_file[first].tolist(), tid[first].tolist(), conn[first].tolist(), _rows(sums), apis, strict=True
     ):
-        thread = ThreadActivity(tid=who, name=thread_name(who), conn=on)
-        _with_counts(thread, counted).apis = used
-        activities[g].threads[(who, on)] = thread
+        name = names.get(who)
+        if name is None:
+            name = names[who] = thread_name(who)
+        activities[g].threads[(who, on)] = ThreadActivity(*_counted(counted, used), tid=who, name=name, conn=on)
     # latencies are per file: a file split by region has them on its first region's row
     first_of = {file: activity for (file, _), activity in reversed(by_file.items())}
+    if latencies and not index:
+        index = {f: at for at, f in enumerate(distinct)}
+        distinct = list(distinct)  # (files with latencies only are added to it)
     for lat in latencies or ():
         if lat.file not in index:
             distinct.append(lat.file)
             index[lat.file] = len(distinct) - 1
         (first_of.get(index[lat.file]) or activity_of(index[lat.file])).add_latency(lat)
-    return sorted(by_file.values(), key=lambda a: (*_busiest(a), a.path))
+    # sorted by model._busiest, then path (stable: ties in the order made), in numpy
+    made = list(by_file.values())
+    extra = len(made) - n_files  # files with latencies only: no counts
+    keys = [np.concatenate([k, np.zeros(extra, np.int64)]) for k in busiest]
+    paths = [a.path for a in made]
+    by_path = np.empty(len(made), np.int64)
+    by_path[sorted(range(len(made)), key=paths.__getitem__)] = np.arange(len(made))
+    order = np.lexsort((by_path, -keys[2], -keys[1], -keys[0]))
+    return [made[k] for k in order.tolist()]
+
+
+_NONE = [0] * _N_PLAIN
+# the columns of the sums _busiest reads (sync_ops: the sum of four)
+_WRITE, _READ = _NAMES.index("write_bytes"), _NAMES.index("read_bytes")
+_SYNCS = [_NAMES.index(n) for n in ("fsync_ops", "fdatasync_ops", "sync_file_range_ops", "msync_ops")]
+# Counts' fields, which fold passes by position: its counters in _NAMES' order, writeback_by
+# after writeback_bytes, apis last (else the rows are left to aggregate)
+_WB_AT = _NAMES.index("writeback_bytes") + 1
+EXACT &= list(Counts.__dataclass_fields__) == [*_NAMES[:_WB_AT], "writeback_by", *_NAMES[_WB_AT:], "apis"]
+
+
+def _rows(sums: np.ndarray) -> Iterator[tuple[list[int], dict[str, int] | None]]:
+    """Each group's counters (a list, _NAMES' order) and its writeback by cause (None: none)."""
+    plain = sums[:, :_N_PLAIN].tolist()
+    causes = sums[:, _N_PLAIN:]
+    some = causes.any(axis=1)
+    by: list[dict[str, int] | None] = [None] * len(plain)
+    for at in np.flatnonzero(some).tolist():
+        by[at] = {cause: n for cause, n in zip(_CAUSE_NAMES, causes[at].tolist(), strict=True) if n}
+    return zip(plain, by, strict=True)
+
+
+def _counted(counted: tuple[list[int], dict[str, int] | None], apis: set[str]) -> list[Any]:
+    """Counts' fields in order (its positional arguments) holding these counters and APIs."""
+    plain, by = counted
+    return [*plain[:_WB_AT], by if by is not None else {}, *plain[_WB_AT:], apis]
 
 
 def _op_count(row: tuple[int, ...]) -> tuple[object, ...]:

@@ -27,7 +27,12 @@ from .model import Interval, aggregate
 from .probe import lost_events
 from .session import Session
 
-GC_YOUNG = 100_000  # new objects between two collections of the young ones, in run_loop
+# new objects (net of those freed) between two collections of the young ones, in run_loop:
+# above what one interval makes. An interval's objects are freed by their counts when the
+# next replaces them, so the count falls back; at 100,000 a collection came in every
+# interval at 19,000 files and walked its ~100,000 live objects for nothing, ~110 ms of
+# ~700 (tools/bench_phases.py; 317 objects in cycles in 8 intervals, JSON and screen)
+GC_YOUNG = 1_000_000
 
 
 class IntervalSampler:

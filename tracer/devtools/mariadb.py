@@ -173,30 +173,35 @@ class MariaDB:
 
     def stop(self) -> None:
         """Shut the server down (SIGTERM, then SIGKILL) and remove the temp files."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._terminate(proc)
-            wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
+        self._shut_down()
         self._remove_base()
 
     def restart(self, timeout_s: float = 60, while_down: Callable[[], None] | None = None) -> None:
         """Shut the server down cleanly and start it again on the same files (a new pid);
         `while_down` runs in between (e.g. to drop the files' pages from the page cache)."""
+        try:
+            self._run_again(timeout_s, while_down)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _shut_down(self) -> None:
+        """The server's process stopped (SIGTERM, then SIGKILL), its files kept."""
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._terminate(proc)
             wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
+
+    def _run_again(self, timeout_s: float, while_down: Callable[[], None] | None = None) -> None:
+        """Stop the server and run the same one again on its files (`while_down` called
+        between); wait until it answers."""
+        self._shut_down()
         if while_down is not None:
             while_down()
         deadline = time.monotonic() + timeout_s
-        try:
-            self._spawn(self._server_binary(self.SERVER))
-            self._wait_ready(deadline)
-        except BaseException:
-            self.stop()
-            raise
+        self._spawn(self._server_binary(self.SERVER))
+        self._wait_ready(deadline)
 
     # -- what a server in another root changes (RootedMariaDB) -------------
     def _server_binary(self, name: str) -> str:

@@ -11,12 +11,11 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from .loop_disk import LoopDisk, loop_ext4
 from .mariadb import POLL_S, MariaDB, MariaDBOptions
-from .processes import find_binary, wait_or_kill
+from .processes import find_binary
 
 
 class RootedMariaDB(MariaDB):
@@ -306,17 +305,3 @@ class MountedMariaDB(RootedMariaDB):
         if self.base_dir and (path == self.MOUNT or path.startswith(self.MOUNT + "/")):
             return self.base_dir + path[len(self.MOUNT) :]
         return super().host_path(path)
-
-    def _run_again(self, timeout_s: float, while_down: Callable[[], None] | None = None) -> None:
-        """Stop the server's container (its process) and run the same server in a new one
-        (`while_down` called between); wait until it answers."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self._terminate(proc)
-            wait_or_kill(proc, self.STOP_TIMEOUT_S, group=False)
-        if while_down is not None:
-            while_down()
-        deadline = time.monotonic() + timeout_s
-        self._spawn(self._server_binary(self.SERVER))
-        self._wait_ready(deadline)

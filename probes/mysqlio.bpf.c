@@ -1833,6 +1833,20 @@ struct {
 
 /* Read iocb i of an io_submit entering now (stamp gen) into aio_captured;
  * timed: its aio_pending entry is made now, before the kernel can complete it. */
+/* The request an iocb is, for its latency and record's event: made at submission,
+ * completed at io_getevents (or an error at once, the first rejected iocb's) */
+static __always_inline void iocb_pending(struct pending_io *pending, const struct aio_captured *c, __u64 gen,
+					 __u32 tid)
+{
+	pending->ts_ns = gen;
+	pending->dev = c->dev;
+	pending->ino = c->ino;
+	pending->offset = c->offset;
+	pending->tid = tid;
+	pending->conn = conn_of(tid);
+	pending->op = c->op;
+}
+
 __noinline int capture_iocb(__u64 iocbpp, __u32 i, __u64 gen, __u32 tid, __u32 timed)
 {
 	struct aio_captured_key key = { .tid = tid, .i = i };
@@ -1888,13 +1902,7 @@ __noinline int capture_iocb(__u64 iocbpp, __u32 i, __u64 gen, __u32 tid, __u32 t
 	if (timed) {
 		/* completion is read at io_getevents, matched by the iocb pointer,
 		 * for its latency and event: none for an io_submit not timed */
-		pending.ts_ns = gen;
-		pending.dev = file.dev;
-		pending.ino = file.ino;
-		pending.offset = c.offset;
-		pending.tid = tid;
-		pending.conn = conn_of(tid);
-		pending.op = op;
+		iocb_pending(&pending, &c, gen, tid);
 		/* an O_DIRECT read: record's event of its direct read at completion, unless
 		 * its bios make it */
 		pending.direct = op == MIO_READ && bytes > 0 && file_is_direct(file.file, false) &&
@@ -2010,13 +2018,7 @@ static __always_inline int account_iocb_in(__u32 tid, __u32 i, __u64 gen, __u32 
 	}
 	/* io_submit's own error is the first rejected iocb's */
 	if (targ_record) {
-		pending.ts_ns = gen;
-		pending.dev = c.dev;
-		pending.ino = c.ino;
-		pending.offset = c.offset;
-		pending.tid = tid;
-		pending.conn = conn_of(tid);
-		pending.op = c.op;
+		iocb_pending(&pending, &c, gen, tid);
 		EMIT(cas, &pending, MIO_API_LIBAIO, submit_ret < 0 ? submit_ret : -11 /* EAGAIN */,
 		     bpf_ktime_get_ns());
 	}

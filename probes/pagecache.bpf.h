@@ -765,6 +765,73 @@ static __always_inline bool direct_read_call(struct direct_call *dc, const bool 
 	return true;
 }
 
+/* A lone libaio iocb's read (dc->iocb): its fd and offset, read from the iocb
+ * the server passed; false when that read faults or the iocb is no read. */
+static __always_inline bool direct_call_iocb(struct direct_call *dc)
+{
+	struct iocb *user_iocb = NULL;
+	struct iocb cb;
+
+	if (!dc->iocb)
+		return true;
+	if (bpf_probe_read_user(&user_iocb, sizeof(user_iocb), (void *)dc->uptr) ||
+	    bpf_probe_read_user(&cb, sizeof(cb), user_iocb)) {
+		__sync_fetch_and_add(&drops.read_faults, 1);
+		return false;
+	}
+	if (cb.aio_lio_opcode != IOCB_CMD_PREAD && cb.aio_lio_opcode != IOCB_CMD_PREADV)
+		return false;
+	dc->fd = cb.aio_fildes;
+	dc->offset = cb.aio_offset;
+	return true;
+}
+
+/* The read the server's thread is in (a read syscall's fd, a lone libaio
+ * iocb's) is of file id: a page-cache read bio it queues is that read's, even
+ * before the read's syscall exit remembers the file (the first read of a file
+ * it never touched: a table opened after a restart). Its other read bios are
+ * not its files': a page fault's (its binary's or a library's cold text, read
+ * in while it runs a statement) names no file it reads. A file on overlayfs
+ * is read through its layer's inode, not the fd's: any file's bio in its read
+ * is that read's (tracer/overlay_files.py joins an upper inode to its file). */
+static __always_inline bool reading_file_in(const struct file_id *id, const bool cast)
+{
+	struct direct_call dc = {};
+	struct super_block *sb;
+	struct inode *inode;
+	struct file *f;
+	__u64 ino;
+
+	if (!direct_read_call(&dc, cast) || !direct_call_iocb(&dc))
+		return false;
+	f = fd_file(dc.fd, cast);
+	if (!f)
+		return false;
+	if (cast) {
+		inode = file_btf(f)->f_inode;
+		ino = inode->i_ino;
+		sb = inode->i_sb;
+		return (ino == id->ino && sb->s_dev == id->dev) || sb->s_magic == OVERLAYFS_SUPER_MAGIC;
+	}
+	inode = BPF_CORE_READ(f, f_inode);
+	ino = BPF_CORE_READ(inode, i_ino);
+	sb = BPF_CORE_READ(inode, i_sb);
+	return (ino == id->ino && BPF_CORE_READ(sb, s_dev) == id->dev) ||
+	       BPF_CORE_READ(sb, s_magic) == OVERLAYFS_SUPER_MAGIC;
+}
+
+/* its copies: with bpf_rdonly_cast (6.2) and without, whose program must not
+ * hold the kfunc at all; functions of their own: their stack is not on_bio's */
+static __noinline bool reading_file(const struct file_id *id)
+{
+	return reading_file_in(id, false);
+}
+
+static __noinline bool reading_file_cast(const struct file_id *id)
+{
+	return reading_file_in(id, true);
+}
+
 /* A read bio of the traced server whose pages name no file (its own buffer:
  * O_DIRECT), of bytes, queued to partition part_dev: its bytes are a direct
  * read of the file the read the thread is in names (direct_read_call), if it
@@ -778,25 +845,13 @@ static __always_inline int direct_read_bio_in(__u32 bytes, __u32 part_dev, const
 	struct direct_call dc = {};
 	struct file_op_key key = {};
 	struct file_ref file;
-	struct iocb *user_iocb = NULL;
-	struct iocb cb;
 	struct file *f;
 	__u8 api = MIO_API_SYSCALL;
 
-	if (!targ_direct_bios || !direct_read_call(&dc, cast))
+	if (!targ_direct_bios || !direct_read_call(&dc, cast) || !direct_call_iocb(&dc))
 		return 0;
-	if (dc.iocb) {
-		if (bpf_probe_read_user(&user_iocb, sizeof(user_iocb), (void *)dc.uptr) ||
-		    bpf_probe_read_user(&cb, sizeof(cb), user_iocb)) {
-			__sync_fetch_and_add(&drops.read_faults, 1);
-			return 0;
-		}
-		if (cb.aio_lio_opcode != IOCB_CMD_PREAD && cb.aio_lio_opcode != IOCB_CMD_PREADV)
-			return 0;
-		dc.fd = cb.aio_fildes;
-		dc.offset = cb.aio_offset;
+	if (dc.iocb)
 		api = MIO_API_LIBAIO;
-	}
 	f = fd_file(dc.fd, cast);
 	if (!file_is_direct(f, cast))
 		return 0;
@@ -872,11 +927,13 @@ static __always_inline int on_bio(struct bio *bio, const bool cas, const bool ca
 	if (pf.mode == S_IFREG) {
 		id.ino = pf.ino;
 		id.dev = pf.dev;
-		/* a read the server's own thread queues is of its file even before that
-		 * read's syscall exit counts it and so remembers the file: the first read
-		 * of a file it never touched before (a table opened after a restart) */
-		owner = is_server_file(&id) || (dir == MIO_DIR_READ && is_target()) ? MIO_OWNER_SERVER_FILE
-										     : MIO_OWNER_OTHER;
+		/* a read the server's own thread queues in a read of this file is of its
+		 * file even before that read's syscall exit remembers it (reading_file) */
+		owner = is_server_file(&id) ||
+				(dir == MIO_DIR_READ && is_target() &&
+				 (cast ? reading_file_cast(&id) : reading_file(&id)))
+			? MIO_OWNER_SERVER_FILE
+			: MIO_OWNER_OTHER;
 	} else if (pf.mode == S_IFBLK) {
 		owner = MIO_OWNER_FS;
 	} else if (is_target()) {

@@ -21,7 +21,7 @@ from matrix_guest import (
     judge,
     untimed_classes,
 )
-from matrix_reads import read_issues
+from matrix_reads import read_issues, unnamed_reads
 from test_kernel_matrix import hooks_not_tracepoints, skipped_and_counted
 
 
@@ -229,6 +229,22 @@ def test_disk_reads_judged_per_file() -> None:
         "differs: coldread_direct.dat: disk_read_bytes 76 (iogen 80), direct_read_bytes 76 (iogen 80)"
     )
     assert "disk reads of its files 176 (/proc/PID/io 180)" in t.cells["coldread"]
+
+
+def test_a_disk_read_named_nowhere_differs() -> None:
+    """A row with disk reads and no name (a page fault's read taken for the process's file,
+    tools/matrix_reads.py unnamed_reads) makes the read scenario differ; an unnamed row
+    without disk reads, or a named one, does not."""
+    rows = {
+        "<dev 7:0 inode 17>": {"disk_read_bytes": 1048576},
+        "<dev 7:0 inode 18>": {"write_bytes": 10, "disk_read_bytes": 0},
+        "/s/coldread.dat": {"disk_read_bytes": 100},
+    }
+    assert unnamed_reads(rows) == {"<dev 7:0 inode 17>": 1048576}
+    t = _read_tracer(_coldread())
+    t.extra["unnamed_disk_reads"] = unnamed_reads(rows)
+    judge(t, COLDREAD)
+    assert t.cells == {"coldread": "differs: <dev 7:0 inode 17>: 1048576 B read from the disk, named nowhere"}
 
 
 @pytest.mark.parametrize(

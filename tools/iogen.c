@@ -1337,31 +1337,77 @@ static void direct_read_async(struct file *d, int dfd)
  * process had never touched before its first read, as a table a restarted server opens
  * (its first read's bios are queued before that read's syscall is counted).
  */
-static int fresh_file(struct file **fp)
+/* path: COLD_PAGES written, fsynced and dropped from the page cache by a child process
+ * (not traced) */
+static void written_by_a_child(const char *path)
 {
-	struct file *f = file_get("coldread_fresh.dat");
 	int fd, status;
 	pid_t child;
 
-	if (unlink(f->path) && errno != ENOENT)
+	if (unlink(path) && errno != ENOENT)
 		die("unlink");
 	child = fork();
 	if (child < 0)
 		die("fork");
 	if (child == 0) {
-		fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		for (int i = 0; fd >= 0 && i < COLD_PAGES; i++)
 			if (pwrite(fd, buf, page_size, (off_t)i * page_size) != page_size)
 				_exit(1);
 		_exit(fd < 0 || fsync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) ? 1 : 0);
 	}
 	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status))
-		fail("coldread_fresh.dat: its writer failed");
+		fail("%s: its writer failed", path);
+}
+
+static int fresh_file(struct file **fp)
+{
+	struct file *f = file_get("coldread_fresh.dat");
+	int fd;
+
+	written_by_a_child(f->path);
 	f->pc = true;	/* nothing dirtied or written back by iogen */
 	f->rd = true;
 	fd = open_file(fp, "coldread_fresh.dat", O_RDONLY);
 	cached_check(fd, 0, "coldread_fresh.dat before its cold read");
 	return fd;
+}
+
+/*
+ * coldread_mapped.dat (COLD_PAGES, written and dropped by a child): mapped, its fd closed,
+ * every page touched: page faults that read it from the disk in iogen's own thread, as a
+ * server's cold binary or library text is read in while it runs. No read of a file the
+ * process reads: no file of iogen's (not file_get: no row expected), and out of the
+ * window proc_io_read measures (its faults count in /proc/self/io read_bytes).
+ */
+static void mapped_file_faulted(void)
+{
+	char path[PATH_MAX];
+	volatile const char *map;
+	long long sum = 0;
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/coldread_mapped.dat", dir) >= (int)sizeof(path))
+		fail("path too long");
+	written_by_a_child(path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("open coldread_mapped.dat");
+	cached_check(fd, 0, "coldread_mapped.dat before its faults");
+	map = mmap(NULL, (size_t)COLD_PAGES * page_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		die("mmap");
+	xclose(fd);
+	for (int i = 0; i < COLD_PAGES; i++)
+		sum += map[(size_t)i * page_size];
+	if (sum != (long long)COLD_PAGES * buf[0])
+		fail("coldread_mapped.dat: read back other bytes");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("open coldread_mapped.dat");
+	cached_check(fd, COLD_PAGES, "coldread_mapped.dat after its faults");
+	xclose(fd);
+	munmap((void *)map, (size_t)COLD_PAGES * page_size);
 }
 
 /*
@@ -1458,6 +1504,7 @@ static void sc_coldread(void)
 		fail("coldread_random.dat: cached before its reads");
 	nfd = fresh_file(&n);
 	ufd = unwritten_file(&u);
+	mapped_file_faulted();
 
 	io0 = proc_read_bytes();
 	read_whole(f, fd, COLD_CHUNK);

@@ -98,7 +98,15 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from matrix_reads import READ_SCENARIOS, exported_reads, iogen_reads, read_issues, reads_seen, traced_reads
+from matrix_reads import (
+    READ_SCENARIOS,
+    exported_reads,
+    iogen_reads,
+    read_issues,
+    reads_seen,
+    traced_reads,
+    unnamed_reads,
+)
 
 from mysqlio.devtools.scrape import (
     EXPORTER_INTERVAL_S,
@@ -554,6 +562,7 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             t.extra["intervals"] = len(intervals)
             t.extra["drops"] = _drops_seen(intervals)  # which counters the lost events came from
             t.extra["paths_elsewhere"] = _elsewhere(totals.totals, workdir)
+            t.extra["unnamed_disk_reads"] = unnamed_reads(totals.totals)
             try:
                 assert_exact(IogenRun(expected, totals, intervals), workdir)
                 t.extra["assert_exact"] = "passed"
@@ -596,11 +605,14 @@ def finish(t: Tracer, expected: dict[str, Any], workdir: Path, done: float) -> N
             }
             t.extra["lost_by_reason"] = report.get("lost_by_reason", {})  # which counters lost them
             t.extra["paths_elsewhere"] = _elsewhere({f["path"]: f for f in report["files"]}, workdir)
+            t.extra["unnamed_disk_reads"] = unnamed_reads({f["path"]: f for f in report["files"]})
         else:
             m = scrape_after(t.port, done)
             t.got = exported_files(m, workdir)
             t.want = iogen_files(expected, workdir)
             exported_reads(m, workdir, expected, t.got, t.want)
+            exported_disk = m.by_path("mysqlio_file_disk_read_bytes_total")
+            t.extra["unnamed_disk_reads"] = unnamed_reads({p: {"disk_read_bytes": v} for p, v in exported_disk.items()})
             device_only = sum(m.total("mysqlio_drops_total", reason=r) for r in DEVICE_ONLY_DROPS)
             t.lost = {
                 "lost_events": m.value("mysqlio_lost_events_total"),
@@ -643,6 +655,11 @@ def judge(t: Tracer, scenarios: Scenarios) -> None:
                 bucket.append(f"{name}: {', '.join(diffs)}")
     for path, what in t.extra.get("read_issues", []):
         issues.setdefault(scenarios.of(path), []).append(f"{os.path.basename(path)}: {what}")
+    # a disk read of no file of the process's (tools/matrix_reads.py unnamed_reads): the
+    # read scenario's, which checks that a page fault's is none
+    for path, n in t.extra.get("unnamed_disk_reads", {}).items():
+        where = READ_SCENARIOS[0] if READ_SCENARIOS[0] in issues else scenarios.of(path)
+        issues.setdefault(where, []).append(f"{path}: {n} B read from the disk, named nowhere")
     for path, classes in t.extra.get("untimed", {}).items():
         issues.setdefault(scenarios.of(path), []).append(
             f"{os.path.basename(path)}: {', '.join(classes)} requests counted, none timed"

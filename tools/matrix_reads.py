@@ -83,6 +83,17 @@ def read_issues(got: dict[str, dict[str, int]], expected: dict[str, Any]) -> lis
     return out
 
 
+def unnamed_reads(rows: dict[str, Any]) -> dict[str, int]:
+    """The rows with disk reads that no name was found for (path "<dev M:N inode I>"): a
+    page fault's read (iogen's cold text, coldread_mapped.dat) taken for a read of the
+    process's file would be one. By path, its disk_read_bytes."""
+    return {
+        path: int(row.get("disk_read_bytes", 0))
+        for path, row in rows.items()
+        if path.startswith("<") and row.get("disk_read_bytes", 0)
+    }
+
+
 def reads_seen(got: dict[str, dict[str, int]], expected: dict[str, Any]) -> dict[str, Any]:
     """The figures behind the verdict, for the result's JSON: per read file what the mode gave
     beside iogen's, and /proc/PID/io's read_bytes over iogen's reads."""

@@ -201,6 +201,34 @@ def drop_from_page_cache(paths: Iterable[str]) -> None:
             os.close(fd)
 
 
+def read_into_page_cache(paths: Iterable[str]) -> None:
+    """These files read whole, by this process: their pages cached, so that a server that
+    maps them (its binary, its libraries) faults none of them in from the disk. Such a read
+    is in the kernel's count of the server's disk reads (/proc/PID/io) and in no file's row
+    (the probes count a read bio for a file only inside a read of it)."""
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 20):
+                pass
+
+
+def mapped_files(pid: int) -> set[str]:
+    """The regular files process pid maps (/proc/PID/maps): its binary, its libraries."""
+    out = set()
+    with open(f"/proc/{pid}/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/") and os.path.isfile(fields[5].rstrip("\n")):
+                out.add(fields[5].rstrip("\n"))
+    return out
+
+
+def linked_files(binary: str) -> set[str]:
+    """A binary and the shared libraries the loader gives it (ldd)."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    return {binary} | {w for line in out.splitlines() for w in line.split() if w.startswith("/") and os.path.isfile(w)}
+
+
 def _drop_page_cache(directory: str) -> Callable[[], None]:
     """Its files' pages out of the page cache (drop_from_page_cache)."""
 

@@ -1018,9 +1018,12 @@ static __always_inline void account_in(const struct file_ref *file, __u8 op, __u
 		key.op = op;
 	}
 	stats = stats_row(&key, &created, cas);
-	if (!stats)
+	/* record drains these counts unread: a full table loses none of its events, and
+	 * what making a row does once (below) is done without one, or the files past a
+	 * full table (opened and closed faster than its drains) would go unnamed */
+	if (!stats && !targ_record)
 		return;
-	if (created) {
+	if (created || !stats) {
 		id.ino = key.ino;
 		id.dev = key.dev;
 		/* its pages written back later, by anyone, are the server's */
@@ -1034,6 +1037,8 @@ static __always_inline void account_in(const struct file_ref *file, __u8 op, __u
 			bpf_map_update_elem(&threads, &key.tid, &thread, BPF_ANY);
 		}
 	}
+	if (!stats)
+		return;
 	if (ret < 0) {
 		__sync_fetch_and_add(&stats->errors, 1);
 		return;

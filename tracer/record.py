@@ -112,6 +112,11 @@ class _Names:
                     table=session.classifier.table(resolved.path),
                     deleted=resolved.deleted,
                 )
+        # the kernel's names of these files let go, as top does each interval: its table of
+        # names is an LRU that files opened and closed 20,000 a second filled, and then it
+        # evicted names before they were read (the 100k-file benchmark's unnamed files); the
+        # file's next row walks its path again, so a rename is seen
+        session.probe.forget_names([file for _, _, file in batch])
         for tid in keys.u_tid.tolist():
             if tid not in self.threads:
                 # tid 0: page-cache writeback by the kernel itself (flusher, reclaim)
@@ -178,6 +183,7 @@ class _Recording:
     lost_by: dict[str, int] = field(default_factory=dict)
     lost_base: dict[str, int] = field(default_factory=dict)  # of those, by processes traced before
     counts_due: float = 0.0  # monotonic time of the next drain of the unread counts
+    full_at_drain: int = 0  # the probe's stats_full then: more since, drained at once
     # the connections learnt from the thread samples, and what names those the threads
     # served at the attach (eBPF with --mysql: connections.py); one per traced process
     conns: Connections = field(default_factory=Connections)
@@ -303,7 +309,13 @@ def _record_process(recording: _Recording, pid: int) -> int:
         finally:
             ring.close()
             # stap reports skipped probes and lost output lines only when it stops
-            recording.count_lost(session.probe.drops().as_dict())
+            recording.count_lost(_event_drops(session.probe.drops().as_dict()))
+
+
+def _event_drops(drops: dict[str, int]) -> dict[str, int]:
+    """The probe's drops that lose events: all but stats_full (the per-interval counts,
+    which record drains unread)."""
+    return {**drops, "stats_full": 0}
 
 
 def _loop(recording: _Recording, session: Session, ring: EventReader, names: _Names, devices: _Devices) -> int:
@@ -418,8 +430,14 @@ def _flush(
     connections are learnt, connections.FRESH_S)."""
     events = np.concatenate(pending)
     now = time.monotonic()
-    if now >= recording.counts_due:
+    drops = session.probe.drops().as_dict()
+    # a request the counts had no row for loses nothing here (record reads its events; the
+    # probe names its file and thread without a row), but costs those lookups: a full
+    # table is drained at once
+    full = drops.get("stats_full", 0)
+    if now >= recording.counts_due or full > recording.full_at_drain:
         recording.counts_due = now + COUNTS_DRAIN_S
+        recording.full_at_drain = full
         # (the latency histograms stay empty in record mode: drain_latency only ages
         # out AIO requests that never completed)
         session.probe.drain()
@@ -427,7 +445,7 @@ def _flush(
     session.new_interval()  # _Names keeps what the trace needs; the session's caches stay small
     keys = BatchKeys.of(events)  # once: the names learnt and the writer's columns share them
     names.learn(keys)
-    recording.count_lost(session.probe.drops().as_dict())
+    recording.count_lost(_event_drops(drops))
     server = [s.to_json() for s in recording.status.collect()] if recording.status is not None else []
     device_sample = devices.sample()
     fresh_s = FRESH_S if final and recording.starts is not None else 0.0

@@ -77,8 +77,10 @@ def test_soak_top_and_record(bpf_ready: None, iogen: Path) -> None:
         for map_name in ("aio_pending", "uring_pending", "stats_a+stats_b"):
             assert maps[map_name]["final"] == 0, (name, map_name, maps[map_name])
         assert maps["threads"]["final"] >= THREADS  # the workers were seen and named
-    # top forgets a name once printed; record keeps one per file it saw
-    assert THREADS <= result["maps"]["record"]["names"]["final"] <= load["files"]
+    # top forgets a name once printed, record once its batch is written: none kept beyond
+    # the files seen (the workers' threads are named: "threads" above)
+    for name in ("top", "record"):
+        assert result["maps"][name]["names"]["final"] <= load["files"], name
     # record's reader keeps far ahead of the kernel: no CPU's ring or slots ever more than half full
     streams = [m for m in result["maps"]["record"].values() if m["type"] in ("ringbuf", "event_slots")]
     assert max(stream["max"] for stream in streams) > 0, streams  # the events went through them

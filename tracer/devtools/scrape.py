@@ -51,8 +51,13 @@ def parse(text: str) -> Metrics:
     return Metrics(families, samples)
 
 
+# one scrape's socket timeout: an emulated guest's exporter once took over 10 s to answer
+# (Debian 12's 6.1 under TCG, a fresh CI run: every cell "TimeoutError: timed out")
+SCRAPE_TIMEOUT_S = 30
+
+
 def scrape(port: int) -> Metrics:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=SCRAPE_TIMEOUT_S) as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain")
         return parse(response.read().decode())

@@ -87,6 +87,25 @@ def test_kill_9_leaves_no_probe_attached(bpf_ready: None, tmp_path: Path, comman
 FILES = abi.STATS_CELLS + abi.MAX_FILE_OPS + 8000  # more rows than both hold together
 
 
+def _many_files_script(pause_every: int | None) -> str:
+    """A Python writer of FILES files in the directory it is given, once a line on its
+    stdin says go: each opened, given 1 + i % 7 bytes and closed ("done" printed after);
+    pausing 0.1 s after every `pause_every` files when given (~10,000 files a second)."""
+    pause = f"    if i % {pause_every} == {pause_every - 1}:\n        time.sleep(0.1)\n" if pause_every else ""
+    return (
+        "import os, sys, time\n"
+        "d = sys.argv[1]\n"
+        "sys.stdin.readline()\n"
+        f"for i in range({FILES}):\n"
+        "    fd = os.open(f'{d}/f{i}', os.O_CREAT | os.O_WRONLY, 0o600)\n"
+        "    os.write(fd, b'x' * (1 + i % 7))\n"
+        "    os.close(fd)\n"
+        f"{pause}"
+        "print('done', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+
+
 def test_map_pressure_counts_overflow_without_misattribution(
     bpf_ready: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,17 +114,7 @@ def test_map_pressure_counts_overflow_without_misattribution(
     that was counted has exactly its own bytes. The tables keep their compiled sizes
     (no growth budget): sized from a process's open-files limit, they would hold them all."""
     monkeypatch.setenv("MYSQLIO_MAP_BUDGET_MIB", "0")
-    script = (
-        "import os, sys\n"
-        "d = sys.argv[1]\n"
-        "sys.stdin.readline()\n"
-        f"for i in range({FILES}):\n"
-        "    fd = os.open(f'{d}/f{i}', os.O_CREAT | os.O_WRONLY, 0o600)\n"
-        "    os.write(fd, b'x' * (1 + i % 7))\n"
-        "    os.close(fd)\n"
-        "print('done', flush=True)\n"
-        "sys.stdin.readline()\n"
-    )
+    script = _many_files_script(pause_every=None)
     work = tmp_path / "many"
     work.mkdir()
     gen = subprocess.Popen(
@@ -147,19 +156,7 @@ def test_record_names_every_file_past_full_tables(
     Before, thousands of such files were traced as "<dev M:m inode N>" (the 100k-file
     benchmark's unnamed files, docs/benchmarks.md), the full table counted as lost."""
     monkeypatch.setenv("MYSQLIO_MAP_BUDGET_MIB", "0")
-    script = (
-        "import os, sys, time\n"
-        "d = sys.argv[1]\n"
-        "sys.stdin.readline()\n"
-        f"for i in range({FILES}):\n"
-        "    fd = os.open(f'{d}/f{i}', os.O_CREAT | os.O_WRONLY, 0o600)\n"
-        "    os.write(fd, b'x' * (1 + i % 7))\n"
-        "    os.close(fd)\n"
-        "    if i % 1000 == 999:\n"
-        "        time.sleep(0.1)\n"
-        "print('done', flush=True)\n"
-        "sys.stdin.readline()\n"
-    )
+    script = _many_files_script(pause_every=1000)
     work = Path("/dev/shm") / f"mysqlio-full-{os.getpid()}"
     work.mkdir()
     trace = str(tmp_path / "full.trace")

@@ -13,7 +13,9 @@ Called by tools/bench.py (scenario "scale"); alone, `bench_scale.py --ab DIR` ru
 interleaved A/B rounds of this tree's top against a mysqlio package in DIR (e.g. the last
 commit's tracer/, extracted as DIR/mysqlio) and prints medians and ratios; with --screen,
 of top's live screen in a pseudo-terminal instead (its CPU per iogen round; nothing is
-read back from the screen, so not checked for exactness).
+read back from the screen, so not checked for exactness); with --exporter, of `mysqlio
+exporter -i 1` scraped every SCRAPE_EVERY_S as Prometheus would (checked: its lost events
+and its write requests in all, from a last scrape, against iogen's).
 """
 
 from __future__ import annotations
@@ -33,13 +35,15 @@ import tempfile
 import termios
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from bench import IOGEN, Result, Suite
 from bench_tracers import MYSQLIO, wait_line
+
+from mysqlio.devtools.scrape import free_port, scrape
 
 # (files, threads): the cost curve of issue 60 (1k, 5k, 19k files by one thread; 64k cells)
 CASES = ((1_000, 1), (5_000, 1), (19_000, 1), (16_000, 4))
@@ -138,9 +142,8 @@ def start_screen(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen
     return top, reader
 
 
-def run_once(python_path: str | None, files: int, threads: int, seconds: int, work: str, screen: bool = False) -> Run:
-    """iogen many with files x threads for seconds, traced by top from python_path (None:
-    this tree's mysqlio); `screen`: its live screen in a pseudo-terminal, not --json."""
+def start_iogen(files: int, threads: int, seconds: int, work: str) -> subprocess.Popen[str]:
+    """iogen many with files x threads for seconds, its files open, waiting for "go"."""
     many = ["--scenario", "many", "--files", str(files), "--threads", str(threads), "--period", "1"]
     gen = subprocess.Popen(
         [str(IOGEN), "--dir", work, "--wait", *many, "--seconds", str(seconds)],
@@ -148,13 +151,36 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert gen.stdin and gen.stdout
+    json.loads(gen.stdout.readline())  # ready: its files open
+    return gen
+
+
+def steady_seconds(run: Run, pid: int, seconds: int, each: Callable[[int], None] | None = None) -> None:
+    """The tracer's CPU in each second of the steady rounds (by the clock, not by its lines:
+    a top that falls behind prints late, and its CPU is what it costs); `each(second)` after
+    each second's measure."""
+    time.sleep(WARMUP)
+    before = (time.monotonic(), cpu_s(pid))
+    for second in range(WARMUP, seconds - 1):
+        time.sleep(1)
+        now = (time.monotonic(), cpu_s(pid))
+        run.cpu_pct.append(100 * (now[1] - before[1]) / (now[0] - before[0]))
+        before = now
+        if each is not None:  # its cost in the tracer counts in the next second
+            each(second)
+
+
+def run_once(python_path: str | None, files: int, threads: int, seconds: int, work: str, screen: bool = False) -> Run:
+    """iogen many with files x threads for seconds, traced by top from python_path (None:
+    this tree's mysqlio); `screen`: its live screen in a pseudo-terminal, not --json."""
+    gen = start_iogen(files, threads, seconds, work)
     env = dict(os.environ)
     if python_path:
         env["PYTHONPATH"] = python_path
     top = None
     try:
         assert gen.stdin and gen.stdout
-        json.loads(gen.stdout.readline())  # ready: its files open
         reader: Reader | ScreenReader
         if screen:
             top, reader = start_screen([*MYSQLIO, "top", "-p", str(gen.pid), "-i", "1"], env)
@@ -172,15 +198,7 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
         gen.stdin.write("go\n")
         gen.stdin.flush()
         run = Run()
-        # top's CPU in each second of the steady rounds (by the clock, not by its lines: a
-        # top that falls behind prints late, and its CPU is what it costs)
-        time.sleep(WARMUP)
-        before = (time.monotonic(), cpu_s(top.pid))
-        for _ in range(seconds - WARMUP - 1):
-            time.sleep(1)
-            now = (time.monotonic(), cpu_s(top.pid))
-            run.cpu_pct.append(100 * (now[1] - before[1]) / (now[0] - before[0]))
-            before = now
+        steady_seconds(run, top.pid, seconds)
         expected = json.loads(gen.stdout.readline())
         time.sleep(1.5)  # the last round's interval printed
         # not wait4's ru_maxrss: it keeps this (forked) process's RSS from before the exec
@@ -208,6 +226,49 @@ def run_once(python_path: str | None, files: int, threads: int, seconds: int, wo
     finally:
         for proc in (top, gen):
             if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+SCRAPE_EVERY_S = 15  # Prometheus' default scrape_interval
+
+
+def run_exporter_once(python_path: str | None, files: int, threads: int, seconds: int, work: str) -> Run:
+    """iogen many with files x threads for seconds, traced by `mysqlio exporter -i 1` from
+    python_path (None: this tree's), scraped every SCRAPE_EVERY_S and once at the end (its
+    lost events, and its write requests in all against iogen's)."""
+    gen = start_iogen(files, threads, seconds, work)
+    env = dict(os.environ)
+    if python_path:
+        env["PYTHONPATH"] = python_path
+    port = free_port()
+    argv = [*MYSQLIO, "exporter", "-p", str(gen.pid), "-i", "1", "--listen", f"127.0.0.1:{port}", "--no-follow"]
+    exporter = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert gen.stdin and gen.stdout
+        wait_line(exporter.stderr, "mysqlio: exporting pid", timeout_s=120)
+        at_go = cpu_s(exporter.pid)
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        run = Run()
+
+        def scrape_now(second: int) -> None:
+            if second % SCRAPE_EVERY_S == 0:
+                scrape(port)
+
+        steady_seconds(run, exporter.pid, seconds, scrape_now)
+        expected = json.loads(gen.stdout.readline())
+        time.sleep(2.5)  # the last round's interval drained
+        last = scrape(port)
+        run.hwm_mib = hwm_mib(exporter.pid)
+        run.cpu_per_round = run.cpu_per_round_live = 100 * (cpu_s(exporter.pid) - at_go) / seconds
+        run.lost = int(last.total("mysqlio_lost_events_total"))
+        run.counted_ops = int(last.total("mysqlio_write_ops_total"))
+        run.expected_ops = sum(f["write_ops"] for f in expected["files"])
+        return run
+    finally:
+        for proc in (exporter, gen):
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait()
 
@@ -261,18 +322,25 @@ def ab(
     out: IO[str],
     screen: bool = False,
     after: str | None = None,
+    exporter: bool = False,
 ) -> None:
     """Interleaved rounds, base (A) then this tree (B) in each; medians and per-round ratios."""
+
+    def one(python_path: str | None, files: int, threads: int, work: str) -> Run:
+        if exporter:
+            return run_exporter_once(python_path, files, threads, seconds, work)
+        return run_once(python_path, files, threads, seconds, work, screen)
+
     print("| files x threads | variant | CPU per interval | CPU steady | peak RSS MiB | exact |", file=out)
     print("|---|---|---|---|---|---|", file=out)
-    mode = " (screen)" if screen else ""
+    mode = " (screen)" if screen else " (exporter)" if exporter else ""
     for files, threads in cases:
         work = tempfile.mkdtemp(prefix="mysqlio-bench-scale-", dir="/dev/shm")
         got: dict[str, list[Run]] = {"before": [], "after": []}
         try:
             for _ in range(rounds):
-                got["before"].append(run_once(base, files, threads, seconds, work, screen))
-                got["after"].append(run_once(after, files, threads, seconds, work, screen))
+                got["before"].append(one(base, files, threads, work))
+                got["after"].append(one(after, files, threads, work))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         for name, runs in got.items():
@@ -303,7 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--cases", default=",".join(f"{f}x{t}" for f, t in CASES), help="FILESxTHREADS,...")
-    ap.add_argument("--screen", action="store_true", help="top's live screen in a pseudo-terminal, not --json")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--screen", action="store_true", help="top's live screen in a pseudo-terminal, not --json")
+    what.add_argument("--exporter", action="store_true", help="mysqlio exporter -i 1, scraped, not top")
     ap.add_argument(
         "--after", metavar="DIR", help="PYTHONPATH holding the mysqlio package to compare (default: this tree's)"
     )
@@ -315,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = [(int(f), int(t)) for f, t in (c.split("x") for c in args.cases.split(","))]
     except ValueError:
         ap.error(f"--cases {args.cases}: not FILESxTHREADS,...")
-    ab(args.ab, cases, args.rounds, args.seconds, sys.stdout, args.screen, args.after)
+    ab(args.ab, cases, args.rounds, args.seconds, sys.stdout, args.screen, args.after, args.exporter)
     return 0
 
 

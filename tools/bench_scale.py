@@ -152,7 +152,12 @@ def start_iogen(files: int, threads: int, seconds: int, work: str) -> subprocess
         text=True,
     )
     assert gen.stdin and gen.stdout
-    json.loads(gen.stdout.readline())  # ready: its files open
+    try:
+        json.loads(gen.stdout.readline())  # ready: its files open
+    except BaseException:
+        gen.kill()
+        gen.wait()
+        raise
     return gen
 
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -117,8 +118,16 @@ class Result:
         if self.paired_ratios:
             r = self.paired_ratios
             ratio = f"{statistics.median(r):.3f} (pairs {min(r):.3f}–{max(r):.3f})"
-        spread = f"{min(self.values):.4g}–{max(self.values):.4g}" if len(self.values) > 1 else ""
-        return [self.scenario, self.metric, f"{self.median:.4g} {self.unit}".strip(), spread, ratio, self.note]
+        spread = f"{_figure(min(self.values))}–{_figure(max(self.values))}" if len(self.values) > 1 else ""
+        return [self.scenario, self.metric, f"{_figure(self.median)} {self.unit}".strip(), spread, ratio, self.note]
+
+
+def _figure(value: float) -> str:
+    """Four significant digits, but a whole count of 10,000 or more in full (a count of
+    files or rows as 2e+04 or 1.253e+04 hid the figure the run measured)."""
+    if math.isfinite(value) and value == int(value) and abs(value) >= 10_000:
+        return f"{int(value):,}"
+    return f"{value:.4g}"
 
 
 @dataclass

@@ -332,14 +332,15 @@ def _traced_restart(db: MariaDB, bench: Sysbench, trace: str) -> RestartWindow:
     return RestartWindow(old_pid, intervals, want, data_read, pfs, thread_names, trace)
 
 
-def _check_busiest(listed: list[dict[str, Any]], per_table: dict[str, int]) -> None:
+def _check_busiest(listed: list[dict[str, Any]], per_table: dict[str, int], tolerance: float = 0.0) -> None:
     """A warm-up's tables (its TOP_TABLES busiest: from the start, the redo log, the system
     tablespace, MySQL's undo and dictionary may outrank the sbtest tables) are the busiest of
-    top's intervals, each as many bytes."""
+    top's intervals, each as many bytes (within `tolerance`, a fraction)."""
     got = {t["table"]: t["disk_read_bytes"] for t in listed}
     assert len(got) == min(TOP_TABLES, len(per_table)), (got, per_table)
-    assert all(per_table.get(name) == n for name, n in got.items()), (got, per_table)
-    assert min(got.values()) >= max([n for name, n in per_table.items() if name not in got] or [0]), (got, per_table)
+    assert all(abs(per_table.get(name, 0) - n) <= tolerance * n for name, n in got.items()), (got, per_table)
+    rest = max([n for name, n in per_table.items() if name not in got] or [0])
+    assert min(got.values()) >= (1 - tolerance) * rest, (got, per_table)
 
 
 def _check_warmup(db: MariaDB, w: RestartWindow, tables: int, reader: str, opener: str | None = None) -> str:
@@ -420,7 +421,9 @@ def _check_warmup(db: MariaDB, w: RestartWindow, tables: int, reader: str, opene
     (gap,) = report["gaps"]
     (recorded,) = report["warmups"]
     assert (gap["new_pid"], recorded["pid"]) == (db.pid, db.pid) and recorded["settled"], recorded
-    _check_busiest(recorded["tables"], per_table)
+    # within the 1 %: record and top each find the new process on their own, a few ms apart,
+    # and a read in between is in one only (a fresh CI run: MySQL's binlog, 4 KiB of 88 MB)
+    _check_busiest(recorded["tables"], per_table, TOLERANCE)
     text = subprocess.run(
         [sys.executable, "-m", "mysqlio", "report", w.trace], capture_output=True, text=True, timeout=60, check=True
     ).stdout

@@ -147,10 +147,10 @@ class ExporterState:
             # without the hooks) a hit cannot be told from a disk read: no hit series
             self.hits_counted = interval.disk_reads
             for activity in interval.files:
-                kind = self._kinds.get(activity.kind)
-                if kind is None:  # (not setdefault: its default is made for every file)
-                    kind = self._kinds[activity.kind] = Counts()
-                kind.merge(activity)
+                kind_totals = self._kinds.get(activity.kind)
+                if kind_totals is None:  # (not setdefault: its default is made for every file)
+                    kind_totals = self._kinds[activity.kind] = Counts()
+                kind_totals.merge(activity)
                 hits = activity.cache_hit_bytes if interval.disk_reads else 0
                 self._kind_hits[activity.kind] = self._kind_hits.get(activity.kind, 0) + hits
                 key = (printable(activity.path), activity.kind, activity.region)
